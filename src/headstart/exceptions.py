@@ -1,0 +1,98 @@
+r"""Errors and warnings raised by headstart.
+
+Every error a user can trigger is a subclass of :class:`HeadstartError` whose message says what was
+expected, what was received and what to do about it. Some also derive from a builtin
+(``ValueError``, ``KeyError`` ...) so that generic ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+
+class HeadstartError(Exception):
+    """Base class of every error raised by headstart."""
+
+
+# --- search space ---------------------------------------------------------------------------------
+class SearchSpaceError(HeadstartError, ValueError):
+    """A parameter or prior was declared with invalid settings (bounds, choices, prior shape)."""
+
+
+class InvalidParamsError(HeadstartError, ValueError):
+    """A configuration does not belong to the search space (unknown, missing, out of bounds)."""
+
+
+# --- studies and trials ---------------------------------------------------------------------------
+class InvalidValueError(HeadstartError, ValueError):
+    """An objective value is NaN, infinite or not a number."""
+
+
+class UnknownStudyError(HeadstartError, KeyError):
+    """No study with the requested name exists in the storage."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicatedStudyError(HeadstartError, ValueError):
+    """A study with this name already exists with a different search space or direction."""
+
+
+class UnknownTrialError(HeadstartError, KeyError):
+    """The trial does not belong to this study (or does not exist at all)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TrialAlreadyFinishedError(HeadstartError, RuntimeError):
+    """A trial that is already complete or failed was told a second time."""
+
+
+class NoCompletedTrialsError(HeadstartError, ValueError):
+    """An operation needs at least one completed trial, and the study has none."""
+
+
+class InvalidSettingError(HeadstartError, ValueError):
+    """A study, strategy or benchmark option has an invalid value."""
+
+
+# --- storage --------------------------------------------------------------------------------------
+class StorageError(HeadstartError):
+    """The storage could not be opened, read or written."""
+
+
+class StorageVersionError(StorageError):
+    """The storage's schema version is not one this headstart version can read."""
+
+
+# --- models ---------------------------------------------------------------------------------------
+class ModelFittingError(HeadstartError, RuntimeError):
+    """A surrogate model could not be fitted, even after the fallbacks were tried."""
+
+
+# --- warnings -------------------------------------------------------------------------------------
+class HeadstartWarning(UserWarning):
+    """Base class of every warning issued by headstart."""
+
+
+class NumericsWarning(HeadstartWarning):
+    """A numerical fallback (jitter, clipping, refit) was needed."""
+
+
+__all__ = [
+    "DuplicatedStudyError",
+    "HeadstartError",
+    "HeadstartWarning",
+    "InvalidParamsError",
+    "InvalidSettingError",
+    "InvalidValueError",
+    "ModelFittingError",
+    "NoCompletedTrialsError",
+    "NumericsWarning",
+    "SearchSpaceError",
+    "StorageError",
+    "StorageVersionError",
+    "TrialAlreadyFinishedError",
+    "UnknownStudyError",
+    "UnknownTrialError",
+]
