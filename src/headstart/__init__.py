@@ -1,1 +1,69 @@
-"""headstart."""
+r"""headstart: Bayesian optimization that starts from what you already know.
+
+Quick start::
+
+    import headstart as hs
+    space = hs.SearchSpace({"x": hs.Float(-5.0, 5.0), "n": hs.Int(1, 8)})
+    study = hs.create_study("my-study", space, direction="minimize")
+    for _ in range(30):
+        trial = study.ask()
+        study.tell(trial, objective(**trial.params))
+    print(study.best_trial.params)
+"""
+
+from __future__ import annotations
+
+from headstart.exceptions import (
+    DuplicatedStudyError,
+    HeadstartError,
+    HeadstartWarning,
+    InvalidParamsError,
+    InvalidSettingError,
+    InvalidValueError,
+    ModelFittingError,
+    NoCompletedTrialsError,
+    NumericsWarning,
+    SearchSpaceError,
+    StorageError,
+    StorageVersionError,
+    TrialAlreadyFinishedError,
+    UnknownStudyError,
+    UnknownTrialError,
+)
+from headstart.priors import Beta, Normal, Uniform
+from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
+from headstart.study import Study, Trial, create_study, delete_study, load_study
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Beta",
+    "Categorical",
+    "DuplicatedStudyError",
+    "Fixed",
+    "Float",
+    "HeadstartError",
+    "HeadstartWarning",
+    "Int",
+    "InvalidParamsError",
+    "InvalidSettingError",
+    "InvalidValueError",
+    "ModelFittingError",
+    "NoCompletedTrialsError",
+    "Normal",
+    "NumericsWarning",
+    "SearchSpace",
+    "SearchSpaceError",
+    "StorageError",
+    "StorageVersionError",
+    "Study",
+    "Trial",
+    "TrialAlreadyFinishedError",
+    "Uniform",
+    "UnknownStudyError",
+    "UnknownTrialError",
+    "__version__",
+    "create_study",
+    "delete_study",
+    "load_study",
+]

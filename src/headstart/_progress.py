@@ -1,0 +1,67 @@
+"""A rich progress bar for :meth:`Study.optimize`: trials done, best value, seconds per suggestion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TrialProgress:
+    """Context manager that shows the progress of ``n_trials`` evaluations on stderr."""
+
+    def __init__(self, n_trials: int, study: Any, *, enabled: bool = True) -> None:
+        self._n = n_trials
+        self._study = study
+        self._enabled = enabled and n_trials > 0
+        self._progress = None
+        self._task = None
+        self._best: float | None = None
+
+    def __enter__(self) -> TrialProgress:
+        if not self._enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("best [cyan]{task.fields[best]}"),
+            TextColumn("[dim]{task.fields[overhead]} s/suggest"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        done = [t.value for t in self._study.trials if t.state == "complete"]
+        if done:
+            self._best = min(done) if self._study.direction == "minimize" else max(done)
+        self._progress.__enter__()
+        self._task = self._progress.add_task(
+            self._study.name, total=self._n, best="-", overhead="-"
+        )
+        return self
+
+    def advance(self, value: float | None, seconds_suggest: float | None) -> None:
+        """Count one finished trial with its value (None if failed) and suggestion time."""
+        if self._progress is None:
+            return
+        if value is not None:
+            better = min if self._study.direction == "minimize" else max
+            self._best = value if self._best is None else better(self._best, value)
+        self._progress.update(
+            self._task,
+            advance=1,
+            best="-" if self._best is None else f"{self._best:.6g}",
+            overhead="-" if seconds_suggest is None else f"{seconds_suggest:.3f}",
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

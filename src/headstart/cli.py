@@ -1,0 +1,230 @@
+r"""The ``headstart`` command line: a demo, study management and the benchmark runner.
+
+Data (tables, CSV, JSON) goes to stdout; messages, progress bars and errors go to stderr.
+Every command takes ``--storage`` (default: ``$HEADSTART_STORAGE`` or ``sqlite:///headstart.db``).
+Exit codes: 0 success, 1 a headstart error (one-line message), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from headstart.exceptions import HeadstartError
+from headstart.storage import DEFAULT_STORAGE_URL
+
+app = typer.Typer(
+    name="headstart",
+    help="Bayesian optimization that starts from what you already know.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+studies_app = typer.Typer(
+    help="List, inspect, export and delete stored studies.", no_args_is_help=True
+)
+app.add_typer(studies_app, name="studies")
+
+StorageOpt = Annotated[
+    str,
+    typer.Option(
+        "--storage",
+        envvar="HEADSTART_STORAGE",
+        help="SQLAlchemy URL of the storage, e.g. sqlite:///headstart.db or "
+        "postgresql+psycopg://user:pw@host/db (env: HEADSTART_STORAGE).",
+    ),
+]
+
+_state = {"debug": False}
+
+
+def _console(stderr: bool = True):
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+# --- demo -------------------------------------------------------------------------------------------
+@app.command()
+def demo(
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+    function: Annotated[
+        str, typer.Option(help="Built-in test function: branin, hartmann3, hartmann6, forrester.")
+    ] = "branin",
+    trials: Annotated[int, typer.Option(min=1, help="Number of evaluations.")] = 30,
+    seed: Annotated[int, typer.Option(help="Seed of the study (same seed, same run).")] = 0,
+    plot: Annotated[Path, typer.Option(help="Where to save the convergence plot (PNG).")] = Path(
+        "headstart_demo.png"
+    ),
+    name: Annotated[
+        str | None, typer.Option(help="Study name (default: demo-<function>-<n>, a fresh one).")
+    ] = None,
+) -> None:
+    """Optimize a built-in test function with GP-BO, show progress, and save a convergence plot."""
+    import headstart as hs
+    from headstart.benchmarks.functions import get_task
+    from headstart.plots import plot_convergence
+    from headstart.storage import get_storage
+
+    task = get_task(function)
+    store = get_storage(storage)
+    if name is None:
+        existing = {s.name for s in store.list_studies()}
+        n = 1
+        while f"demo-{task.name}-{n}" in existing:
+            n += 1
+        name = f"demo-{task.name}-{n}"
+    study = hs.create_study(name, task.space, direction="minimize", storage=store, seed=seed,
+                            budget=trials)  # fmt: skip
+    console = _console()
+    console.print(
+        f"Optimizing [bold]{task.name}[/] ({task.space.dim}-D, known minimum {task.optimum:.6g}) "
+        f"with GP-BO for {trials} trials (first {study.n_initial} from a Sobol design)."
+    )
+    study.optimize(task.objective, trials, show_progress=True)
+    best = study.best_trial
+    plot_convergence(study, plot, optimum=task.optimum)
+    console.print(
+        f"Best value [bold cyan]{best.value:.6g}[/] (regret {best.value - task.optimum:.3g})"
+    )
+    console.print(f"Best params {best.params}")
+    console.print(f"Convergence plot: [bold]{plot}[/]")
+    console.print(f"Study [bold]{study.name}[/] is stored in [bold]{store.url}[/]; inspect it with")
+    console.print(f"  headstart studies show {study.name} --storage {store.url}")
+
+
+# --- studies ----------------------------------------------------------------------------------------
+@studies_app.command("list")
+def studies_list(storage: StorageOpt = DEFAULT_STORAGE_URL) -> None:
+    """List the studies in the storage with their trial counts and best values."""
+    from rich.table import Table
+
+    from headstart.storage import get_storage
+
+    summaries = get_storage(storage).list_studies()
+    table = Table("name", "direction", "trials", "complete", "best value", "created")
+    for s in summaries:
+        best = "-" if s.best_value is None else f"{s.best_value:.6g}"
+        table.add_row(s.name, s.direction, str(s.n_trials), str(s.n_complete), best,
+                      s.created_at.strftime("%Y-%m-%d %H:%M"))  # fmt: skip
+    _console(stderr=False).print(table)
+    if not summaries:
+        _console().print(f"No studies in {storage}.")
+
+
+@studies_app.command("show")
+def studies_show(
+    name: Annotated[str, typer.Argument(help="Name of the study.")],
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+    last: Annotated[int, typer.Option(help="How many of the latest trials to list.")] = 10,
+    plot: Annotated[
+        Path | None, typer.Option(help="Also save a convergence plot (PNG) here.")
+    ] = None,
+) -> None:
+    """Show a study: its space, settings, best trial and latest trials."""
+    from rich.table import Table
+
+    import headstart as hs
+
+    study = hs.load_study(name, storage)
+    out = _console(stderr=False)
+    out.print(f"[bold]{study.name}[/] ({study.direction}) in {study.storage.url}")
+    out.print(f"settings: {json.dumps(study.settings)}")
+    space = Table("parameter", "definition")
+    for pname, p in study.space.items():
+        space.add_row(pname, json.dumps(p.to_json()))
+    out.print(space)
+    trials = study.trials
+    counts = {
+        s: sum(t.state == s for t in trials) for s in ("complete", "running", "failed", "waiting")
+    }
+    out.print("trials: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if counts["complete"]:
+        best = study.best_trial
+        out.print(
+            f"best: trial {best.number}, value [bold cyan]{best.value:.6g}[/], params {best.params}"
+        )
+    table = Table("number", "state", "value", "params", "source")
+    for t in trials[-last:]:
+        value = "-" if t.value is None else f"{t.value:.6g}"
+        table.add_row(str(t.number), t.state, value, json.dumps(t.params), t.source)
+    out.print(table)
+    if plot is not None:
+        from headstart.plots import plot_convergence
+
+        plot_convergence(study, plot)
+        _console().print(f"Convergence plot: {plot}")
+
+
+@studies_app.command("export")
+def studies_export(
+    name: Annotated[str, typer.Argument(help="Name of the study.")],
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+    csv: Annotated[
+        Path | None,
+        typer.Option("--csv", help="Write the trials as CSV to this file ('-' = stdout)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Write the trials as JSON to stdout.")
+    ] = False,
+) -> None:
+    """Export a study's trials (one row per trial, one column per parameter)."""
+    import headstart as hs
+
+    frame = hs.load_study(name, storage).trials_dataframe()
+    if as_json:
+        sys.stdout.write(frame.to_json(orient="records", date_format="iso") + "\n")
+    elif csv is None or str(csv) == "-":
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        frame.to_csv(csv, index=False)
+        _console().print(f"Wrote {len(frame)} trials to {csv}")
+
+
+@studies_app.command("delete")
+def studies_delete(
+    name: Annotated[str, typer.Argument(help="Name of the study.")],
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a study and all its trials."""
+    import headstart as hs
+
+    study = hs.load_study(name, storage)  # fails early, with the list of names, if unknown
+    if not yes and not typer.confirm(f"Delete study {name!r} and its {len(study.trials)} trials?"):
+        raise typer.Exit(1)
+    hs.delete_study(name, storage)
+    _console().print(f"Deleted study {name!r} from {storage}.")
+
+
+def _mount_bench() -> None:
+    try:
+        from headstart.benchmarks.cli import bench_app
+    except ImportError:  # pragma: no cover - the benchmark extras are part of the package
+        return
+    app.add_typer(bench_app, name="bench", help="Run benchmarks: methods x tasks x seeds.")
+
+
+_mount_bench()
+
+
+def main() -> None:
+    """Entry point of the ``headstart`` script."""
+    try:
+        app()
+    except HeadstartError as e:
+        if _state["debug"]:
+            raise
+        _console().print(f"[red]error:[/] {e}")
+        sys.exit(1)

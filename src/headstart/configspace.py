@@ -1,0 +1,77 @@
+r"""Import a ConfigSpace ``ConfigurationSpace`` as a headstart :class:`~headstart.space.SearchSpace`.
+
+ConfigSpace (the search-space package of SMAC3) is optional: ``pip install ConfigSpace``.
+Mapping:
+
+* ``UniformFloat/UniformInteger`` → ``Float/Int`` (``log`` kept);
+* ``NormalFloat/NormalInteger(mu, sigma)`` → ``prior=Normal(mu, sigma)``; with ``log=True``
+  ConfigSpace (>= 1.0) takes ``mu`` in the parameter's units and scales ``sigma`` to the unit
+  interval as ``|ln(lower + sigma)| / (ln upper - ln lower)``, so the equivalent headstart prior is
+  ``Normal(mu, std=|ln(lower + sigma)|)`` (same truncated normal on the encoded interval);
+* ``BetaFloat/BetaInteger(alpha, beta)`` → ``prior=Beta(alpha, beta)`` on the scaled range;
+* ``Categorical(choices, weights)`` → ``Categorical`` with the same weights;
+  ``Ordinal(sequence)`` → ``Categorical`` (order is not used by the model);
+* ``Constant`` → ``Fixed``.
+
+Conditional spaces (conditions, forbidden clauses) are not supported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from headstart.exceptions import SearchSpaceError
+from headstart.priors import Beta, Normal, Uniform
+from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _convert(hp: Any) -> Any:
+    cls = type(hp).__name__
+    if cls == "Constant":
+        return Fixed(_plain(hp.value))
+    if cls in ("CategoricalHyperparameter",):
+        weights = getattr(hp, "weights", None)
+        return Categorical([_plain(c) for c in hp.choices],
+                           weights=None if weights is None else [float(w) for w in weights])  # fmt: skip
+    if cls == "OrdinalHyperparameter":
+        return Categorical([_plain(c) for c in hp.sequence])
+    is_int = "Integer" in cls
+    if not is_int and "Float" not in cls:
+        raise SearchSpaceError(f"Unsupported ConfigSpace hyperparameter type {cls} ({hp.name!r}).")
+    log = bool(getattr(hp, "log", False))
+    prior: Any = Uniform()
+    if cls.startswith("Normal"):
+        std = abs(math.log(hp.lower + hp.sigma)) if log else float(hp.sigma)
+        prior = Normal(float(hp.mu), std)
+    elif cls.startswith("Beta"):
+        prior = Beta(float(hp.alpha), float(hp.beta))
+    make = Int if is_int else Float
+    return make(_plain(hp.lower), _plain(hp.upper), log=log, prior=prior)
+
+
+def from_configspace(configspace: Any) -> SearchSpace:
+    """Convert a ``ConfigSpace.ConfigurationSpace`` (no conditions or forbiddens) to a SearchSpace.
+
+    Example:
+        >>> from ConfigSpace import ConfigurationSpace, Float as CSFloat, Normal as CSNormal
+        >>> cs = ConfigurationSpace({"x": (0.0, 1.0)})
+        >>> from_configspace(cs)["x"].high
+        1.0
+    """
+    if getattr(configspace, "conditions", None) or getattr(configspace, "forbidden_clauses", None):
+        raise SearchSpaceError(
+            "Conditional ConfigSpace spaces (conditions or forbidden clauses) are not supported; "
+            "flatten the space or remove the conditions first."
+        )
+    try:
+        hps = list(configspace.values())
+    except AttributeError as e:
+        raise SearchSpaceError(
+            f"Expected a ConfigSpace ConfigurationSpace; got {type(configspace).__name__}."
+        ) from e
+    return SearchSpace({hp.name: _convert(hp) for hp in hps})

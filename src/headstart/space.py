@@ -1,0 +1,546 @@
+r"""Search spaces: parameters, their priors, and the unit-cube encoding every model works in.
+
+Each non-fixed parameter is one column ``u in [0, 1]`` of the encoded space:
+
+* ``Float(low, high)``: ``u = (x - low) / (high - low)``; with ``log=True`` the same in ``ln x``.
+* ``Int(low, high)``: the padded range ``[low - 0.5, high + 0.5]`` is scaled to ``[0, 1]`` (in log
+  space with ``log=True``) and decoding rounds to the nearest integer, so a uniform ``u`` gives
+  (for linear integers exactly) uniform integers.
+* ``Categorical(choices)``: choice ``i`` of ``k`` is encoded as ``(i + 0.5) / k``; decoding takes
+  ``floor(u * k)``.
+* ``Fixed(value)`` (or a bare constant): no column; the value is filled in on decode.
+
+Decoding then encoding returns every valid point exactly for integer and categorical columns, and
+to float precision (a few ulps of the range) for float columns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from headstart.exceptions import InvalidParamsError, SearchSpaceError
+from headstart.priors import (
+    Beta,
+    Normal,
+    Prior,
+    Uniform,
+    _check_finite,
+    _UnitDensity,
+    prior_from_json,
+)
+
+Scalar = str | int | float | bool | None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+class _Numeric:
+    """Shared logic of Float and Int: a (possibly log-warped) interval mapped to [0, 1]."""
+
+    kind: str
+    low: float
+    high: float
+    log: bool
+    prior: Prior
+
+    def _lo_hi(self) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def _warp(self, x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(x) if self.log else x
+
+    def to_unit(self, x: Any) -> np.ndarray:
+        lo, hi = self._lo_hi()
+        return (self._warp(np.asarray(x, dtype=np.float64)) - lo) / (hi - lo)
+
+    def _from_unit_raw(self, u: np.ndarray) -> np.ndarray:
+        lo, hi = self._lo_hi()
+        t = lo + np.clip(u, 0.0, 1.0) * (hi - lo)
+        return np.exp(t) if self.log else t
+
+    def _bind_prior(self, name: str) -> _UnitDensity:
+        lo, hi = self._lo_hi()
+        return self.prior.bind(lambda v: float(self.to_unit(v)), hi - lo, name)
+
+    def _check_bounds(self) -> None:
+        if not self.low < self.high:
+            raise SearchSpaceError(
+                f"{self.kind}(low={self.low!r}, high={self.high!r}): low must be < high. "
+                "Swap the bounds, or use hs.Fixed(value) for a constant."
+            )
+        if self.log and self.low <= 0:
+            raise SearchSpaceError(
+                f"{self.kind}(low={self.low!r}, high={self.high!r}, log=True): both bounds must be "
+                "> 0 on a log scale. Use a positive lower bound or log=False."
+            )
+        if not isinstance(self.prior, Uniform | Normal | Beta):
+            raise SearchSpaceError(
+                f"prior must be hs.Uniform(), hs.Normal(mean, std) or hs.Beta(a, b); got {self.prior!r}."
+            )
+
+
+@dataclass(frozen=True)
+class Float(_Numeric):
+    r"""A real parameter on ``[low, high]``, optionally log-scaled.
+
+    Args:
+        low: Lower bound (inclusive), finite; > 0 when ``log=True``.
+        high: Upper bound (inclusive), finite, > ``low``.
+        log: Search in ``ln x`` instead of ``x`` (for learning rates, regularisation weights ...).
+        prior: A belief about good values (``hs.Normal``, ``hs.Beta``); default uniform.
+
+    Example:
+        >>> import headstart as hs
+        >>> hs.Float(1e-5, 1e-1, log=True).to_unit(1e-3).round(3)
+        np.float64(0.5)
+    """
+
+    low: float
+    high: float
+    log: bool = False
+    prior: Prior = field(default_factory=Uniform)
+    kind = "Float"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "low", _check_finite("Float low", self.low))
+        object.__setattr__(self, "high", _check_finite("Float high", self.high))
+        self._check_bounds()
+
+    def _lo_hi(self) -> tuple[float, float]:
+        return (math.log(self.low), math.log(self.high)) if self.log else (self.low, self.high)
+
+    def from_unit(self, u: np.ndarray) -> np.ndarray:
+        return np.clip(self._from_unit_raw(u), self.low, self.high)
+
+    def cast(self, name: str, value: Any) -> float:
+        if not _is_number(value):
+            raise InvalidParamsError(f"Parameter {name!r} must be a number; got {value!r}.")
+        v = float(value)
+        if not (self.low <= v <= self.high):
+            raise InvalidParamsError(
+                f"Parameter {name!r} = {v!r} is outside its bounds [{self.low!r}, {self.high!r}]."
+            )
+        return v
+
+    def to_json(self) -> dict:
+        return {"type": "float", "low": self.low, "high": self.high, "log": self.log,
+                "prior": self.prior.to_json()}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Int(_Numeric):
+    r"""An integer parameter on ``{low, ..., high}``, optionally log-scaled.
+
+    Args:
+        low: Lower bound (inclusive), an integer; >= 1 when ``log=True``.
+        high: Upper bound (inclusive), an integer > ``low``.
+        log: Search in ``ln x`` (for batch sizes, layer widths ...).
+        prior: A belief about good values (``hs.Normal``, ``hs.Beta``); default uniform.
+    """
+
+    low: int
+    high: int
+    log: bool = False
+    prior: Prior = field(default_factory=Uniform)
+    kind = "Int"
+
+    def __post_init__(self) -> None:
+        for label in ("low", "high"):
+            v = getattr(self, label)
+            if not _is_number(v) or float(v) != int(v):
+                raise SearchSpaceError(f"Int {label} must be an integer; got {v!r}.")
+            object.__setattr__(self, label, int(v))
+        self._check_bounds()
+
+    def _lo_hi(self) -> tuple[float, float]:
+        lo, hi = self.low - 0.5, self.high + 0.5
+        return (math.log(lo), math.log(hi)) if self.log else (lo, hi)
+
+    def from_unit(self, u: np.ndarray) -> np.ndarray:
+        return np.clip(np.floor(self._from_unit_raw(u) + 0.5), self.low, self.high).astype(np.int64)
+
+    def grid(self) -> np.ndarray:
+        """Encoded values of every integer in the range, sorted."""
+        return self.to_unit(np.arange(self.low, self.high + 1, dtype=np.float64))
+
+    def cast(self, name: str, value: Any) -> int:
+        if not _is_number(value) or not float(value).is_integer():
+            raise InvalidParamsError(f"Parameter {name!r} must be an integer; got {value!r}.")
+        v = int(value)
+        if not (self.low <= v <= self.high):
+            raise InvalidParamsError(
+                f"Parameter {name!r} = {v!r} is outside its bounds [{self.low}, {self.high}]."
+            )
+        return v
+
+    def to_json(self) -> dict:
+        return {"type": "int", "low": self.low, "high": self.high, "log": self.log,
+                "prior": self.prior.to_json()}  # fmt: skip
+
+
+def _choice_key(value: Any) -> tuple[str, Any]:
+    """Distinguish True from 1 and 1 from 1.0 when checking categorical choices."""
+    return (type(value).__name__, value)
+
+
+@dataclass(frozen=True)
+class Categorical:
+    r"""An unordered choice among ``choices`` (str, int, float, bool or None), optionally weighted.
+
+    Args:
+        choices: The distinct options, at least two.
+        weights: Prior probabilities of the choices (non-negative, not all zero; normalised here).
+
+    Example:
+        >>> import headstart as hs
+        >>> hs.Categorical(["adam", "sgd"], weights=[3, 1]).probabilities
+        (0.75, 0.25)
+    """
+
+    choices: Sequence[Scalar]
+    weights: Sequence[float] | None = None
+    kind = "Categorical"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.choices, str | bytes) or not isinstance(self.choices, Iterable):
+            raise SearchSpaceError(f"Categorical choices must be a list; got {self.choices!r}.")
+        choices = tuple(self.choices)
+        if len(choices) < 2:
+            raise SearchSpaceError(
+                f"Categorical needs at least two choices; got {list(choices)!r}. "
+                "Use hs.Fixed(value) for a constant."
+            )
+        for c in choices:
+            if c is not None and not isinstance(c, str | int | float | bool):
+                raise SearchSpaceError(
+                    f"Categorical choices must be str, int, float, bool or None; got {c!r}."
+                )
+            if isinstance(c, float) and not math.isfinite(c):
+                raise SearchSpaceError(f"Categorical choices must be finite; got {c!r}.")
+        keys = [_choice_key(c) for c in choices]
+        dupes = sorted({repr(c) for c, k in zip(choices, keys, strict=True) if keys.count(k) > 1})
+        if dupes:
+            raise SearchSpaceError(
+                f"Categorical choices must be distinct; duplicated: {', '.join(dupes)}."
+            )
+        object.__setattr__(self, "choices", choices)
+        if self.weights is not None:
+            w = tuple(_check_finite("Categorical weight", x) for x in self.weights)
+            if len(w) != len(choices):
+                raise SearchSpaceError(
+                    f"Categorical weights must match the choices: {len(choices)} choices, "
+                    f"{len(w)} weights."
+                )
+            if min(w) < 0 or sum(w) <= 0:
+                raise SearchSpaceError(
+                    f"Categorical weights must be >= 0 and not all zero; got {list(w)!r}."
+                )
+            object.__setattr__(self, "weights", w)
+
+    @property
+    def probabilities(self) -> tuple[float, ...]:
+        if self.weights is None:
+            return tuple(1.0 / len(self.choices) for _ in self.choices)
+        total = sum(self.weights)
+        return tuple(w / total for w in self.weights)
+
+    def index(self, value: Any) -> int:
+        key = _choice_key(value)
+        for i, c in enumerate(self.choices):
+            if _choice_key(c) == key:
+                return i
+        if isinstance(value, np.generic):  # numpy scalars from DataFrames
+            return self.index(value.item())
+        return -1
+
+    def to_unit(self, value: Any) -> float:
+        return (self.index(value) + 0.5) / len(self.choices)
+
+    def from_unit_index(self, u: np.ndarray) -> np.ndarray:
+        k = len(self.choices)
+        return np.clip(np.floor(np.asarray(u) * k), 0, k - 1).astype(np.int64)
+
+    def grid(self) -> np.ndarray:
+        k = len(self.choices)
+        return (np.arange(k, dtype=np.float64) + 0.5) / k
+
+    def cast(self, name: str, value: Any) -> Scalar:
+        i = self.index(value)
+        if i < 0:
+            raise InvalidParamsError(
+                f"Parameter {name!r} = {value!r} is not one of its choices {list(self.choices)!r}."
+            )
+        return self.choices[i]
+
+    def to_json(self) -> dict:
+        return {"type": "categorical", "choices": list(self.choices),
+                "weights": None if self.weights is None else list(self.weights)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A parameter held at one value (str, int, float, bool or None); it has no encoded column."""
+
+    value: Scalar
+    kind = "Fixed"
+
+    def __post_init__(self) -> None:
+        v = self.value
+        if v is not None and not isinstance(v, str | int | float | bool):
+            raise SearchSpaceError(f"Fixed value must be str, int, float, bool or None; got {v!r}.")
+
+    def cast(self, name: str, value: Any) -> Scalar:
+        if _choice_key(value) != _choice_key(self.value) and not (
+            _is_number(value) and _is_number(self.value) and value == self.value
+        ):
+            raise InvalidParamsError(
+                f"Parameter {name!r} is fixed at {self.value!r}; got {value!r}. Omit it or pass "
+                "the fixed value."
+            )
+        return self.value
+
+    def to_json(self) -> dict:
+        return {"type": "fixed", "value": self.value}
+
+
+Param = Float | Int | Categorical | Fixed
+
+
+def _param_from_json(data: dict) -> Param:
+    kind = data.get("type")
+    if kind == "float":
+        return Float(
+            data["low"], data["high"], log=data["log"], prior=prior_from_json(data.get("prior"))
+        )
+    if kind == "int":
+        return Int(
+            data["low"], data["high"], log=data["log"], prior=prior_from_json(data.get("prior"))
+        )
+    if kind == "categorical":
+        return Categorical(data["choices"], weights=data.get("weights"))
+    if kind == "fixed":
+        return Fixed(data["value"])
+    raise SearchSpaceError(f"Unknown parameter type {kind!r} in a serialised search space.")
+
+
+@dataclass(frozen=True)
+class Column:
+    """What a model needs to know about one encoded column."""
+
+    name: str
+    kind: str  # "continuous" | "integer" | "categorical"
+    grid: np.ndarray | None
+
+
+class SearchSpace(Mapping[str, Param]):
+    r"""An ordered set of named parameters with an exact unit-cube encoding.
+
+    Args:
+        params: ``{name: parameter}``; a bare constant is taken as ``hs.Fixed(constant)``.
+
+    Example:
+        >>> import headstart as hs
+        >>> space = hs.SearchSpace({"lr": hs.Float(1e-4, 1e-1, log=True), "opt": hs.Categorical(["adam", "sgd"])})
+        >>> space.decode(space.encode([{"lr": 1e-2, "opt": "sgd"}]))[0]["opt"]
+        'sgd'
+    """
+
+    def __init__(self, params: Mapping[str, Param | Scalar]) -> None:
+        if not isinstance(params, Mapping) or not params:
+            raise SearchSpaceError(
+                "SearchSpace needs a non-empty dict of {name: hs.Float/Int/Categorical/Fixed}; "
+                f"got {params!r}."
+            )
+        self._params: dict[str, Param] = {}
+        for name, p in params.items():
+            if not isinstance(name, str) or not name:
+                raise SearchSpaceError(f"Parameter names must be non-empty strings; got {name!r}.")
+            if not isinstance(p, Float | Int | Categorical | Fixed):
+                if p is None or isinstance(p, str | int | float | bool):
+                    p = Fixed(p)
+                else:
+                    raise SearchSpaceError(
+                        f"Parameter {name!r} must be hs.Float, hs.Int, hs.Categorical or hs.Fixed; "
+                        f"got {p!r}."
+                    )
+            self._params[name] = p
+        self._free = [n for n, p in self._params.items() if not isinstance(p, Fixed)]
+        if not self._free:
+            raise SearchSpaceError("SearchSpace needs at least one parameter that is not fixed.")
+        self._densities = {
+            n: p._bind_prior(n) for n, p in self._params.items() if isinstance(p, Float | Int)
+        }
+
+    # --- Mapping protocol ------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Param:
+        return self._params[name]
+
+    def __iter__(self):
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SearchSpace) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_json()))
+
+    def __repr__(self) -> str:
+        return f"SearchSpace({self._params!r})"
+
+    # --- encoding ----------------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        """Number of encoded columns (parameters that are not fixed)."""
+        return len(self._free)
+
+    @property
+    def columns(self) -> list[Column]:
+        cols = []
+        for n in self._free:
+            p = self._params[n]
+            if isinstance(p, Float):
+                cols.append(Column(n, "continuous", None))
+            elif isinstance(p, Int):
+                cols.append(Column(n, "integer", p.grid()))
+            else:
+                cols.append(Column(n, "categorical", p.grid()))
+        return cols
+
+    def validate(self, params: Mapping[str, Any]) -> dict[str, Scalar]:
+        """Check a configuration and return it with canonical types (fixed values filled in).
+
+        Raises:
+            InvalidParamsError: unknown or missing names, wrong types, values out of bounds.
+        """
+        if not isinstance(params, Mapping):
+            raise InvalidParamsError(
+                f"A configuration must be a dict of parameter values; got {params!r}."
+            )
+        unknown = sorted(set(params) - set(self._params))
+        if unknown:
+            raise InvalidParamsError(
+                f"Unknown parameter(s) {unknown}; the search space has {list(self._params)}."
+            )
+        missing = [n for n in self._free if n not in params]
+        if missing:
+            raise InvalidParamsError(f"Missing value(s) for parameter(s) {missing}.")
+        out: dict[str, Scalar] = {}
+        for n, p in self._params.items():
+            out[n] = p.value if (isinstance(p, Fixed) and n not in params) else p.cast(n, params[n])
+        return out
+
+    def encode(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """Encode validated configurations to an ``n x dim`` array in the unit cube."""
+        U = np.empty((len(configs), self.dim), dtype=np.float64)
+        for j, n in enumerate(self._free):
+            p = self._params[n]
+            U[:, j] = [p.to_unit(c[n]) for c in configs]
+        return U
+
+    def decode(self, U: np.ndarray) -> list[dict[str, Scalar]]:
+        """Decode an ``n x dim`` (or ``dim``) array in the unit cube to configurations."""
+        U = np.atleast_2d(np.asarray(U, dtype=np.float64))
+        if U.shape[1] != self.dim:
+            raise InvalidParamsError(
+                f"Expected encoded points with {self.dim} columns; got shape {U.shape}."
+            )
+        columns: dict[str, list] = {}
+        for j, n in enumerate(self._free):
+            p = self._params[n]
+            if isinstance(p, Float):
+                columns[n] = [float(v) for v in p.from_unit(U[:, j])]
+            elif isinstance(p, Int):
+                columns[n] = [int(v) for v in p.from_unit(U[:, j])]
+            else:
+                columns[n] = [p.choices[i] for i in p.from_unit_index(U[:, j])]
+        return [
+            {
+                n: (p.value if isinstance(p, Fixed) else columns[n][i])
+                for n, p in self._params.items()
+            }
+            for i in range(U.shape[0])
+        ]
+
+    def snap(self, U: np.ndarray) -> np.ndarray:
+        """Move encoded points onto valid values (integer and categorical grids)."""
+        return self.encode(self.decode(U))
+
+    # --- sampling and priors -----------------------------------------------------------------------
+    @property
+    def has_priors(self) -> bool:
+        """Whether any parameter carries a non-uniform belief."""
+        return any(not d.is_uniform for d in self._densities.values()) or any(
+            isinstance(p, Categorical) and p.weights is not None for p in self._params.values()
+        )
+
+    def sample(self, n: int, *, rng: np.random.Generator, from_prior: bool = False) -> list[dict]:
+        """Draw ``n`` configurations uniformly (encoded cube) or from the priors."""
+        U = rng.random((n, self.dim))
+        if from_prior:
+            for j, name in enumerate(self._free):
+                p = self._params[name]
+                if isinstance(p, Categorical):
+                    idx = rng.choice(len(p.choices), size=n, p=p.probabilities)
+                    U[:, j] = (idx + 0.5) / len(p.choices)
+                else:
+                    U[:, j] = self._densities[name].sample(n, rng)
+        return self.decode(U)
+
+    def prior_log_pdf(self, U: np.ndarray) -> np.ndarray:
+        r"""``log pi(u) = sum_j log pi_j(u_j)`` at encoded points (``... x dim`` → ``...``).
+
+        Each factor is a density on ``[0, 1]`` floored at 1e-12; a categorical column contributes
+        ``log(k * p_i)`` so that uniform weights give 0.
+        """
+        U = np.asarray(U, dtype=np.float64)
+        out = np.zeros(U.shape[:-1])
+        for j, name in enumerate(self._free):
+            p = self._params[name]
+            if isinstance(p, Categorical):
+                k = len(p.choices)
+                probs = np.log(np.maximum(np.asarray(p.probabilities) * k, 1e-12))
+                out = out + probs[p.from_unit_index(U[..., j])]
+            else:
+                out = out + self._densities[name].log_pdf(U[..., j])
+        return out
+
+    def prior_mode(self) -> dict[str, Scalar]:
+        """The configuration of highest prior density (per-parameter modes)."""
+        u = np.empty(self.dim)
+        for j, name in enumerate(self._free):
+            p = self._params[name]
+            if isinstance(p, Categorical):
+                u[j] = (int(np.argmax(p.probabilities)) + 0.5) / len(p.choices)
+            else:
+                u[j] = self._densities[name].mode()
+        return self.decode(u)[0]
+
+    # --- serialisation -----------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        """A JSON-ready dict; :meth:`from_json` rebuilds an equal space."""
+        return {"params": {n: p.to_json() for n, p in self._params.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> SearchSpace:
+        try:
+            return cls({n: _param_from_json(d) for n, d in data["params"].items()})
+        except (KeyError, TypeError, AttributeError) as e:
+            raise SearchSpaceError(f"Not a serialised headstart search space: {e!r}.") from e
+
+    @classmethod
+    def from_configspace(cls, configspace: Any) -> SearchSpace:
+        """Convert a ConfigSpace ``ConfigurationSpace`` (see :mod:`headstart.configspace`)."""
+        from headstart.configspace import from_configspace
+
+        return from_configspace(configspace)

@@ -1,0 +1,430 @@
+r"""Studies: the ask/tell loop over a search space, persisted in a storage.
+
+A :class:`Study` is a named optimisation run. ``ask()`` returns a :class:`Trial` whose ``params``
+the user evaluates; ``tell(trial, value)`` records the result in one transaction. Everything is in
+the storage, so a study can be resumed from another process with :func:`load_study`.
+
+Example:
+    >>> import headstart as hs
+    >>> space = hs.SearchSpace({"x": hs.Float(-2.0, 2.0)})
+    >>> study = hs.create_study("doc", space, storage=None, method="random", seed=0)
+    >>> for _ in range(5):
+    ...     trial = study.ask()
+    ...     _ = study.tell(trial, trial.params["x"] ** 2)
+    >>> len(study.trials)
+    5
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from headstart.exceptions import (
+    DuplicatedStudyError,
+    HeadstartWarning,
+    InvalidSettingError,
+    InvalidValueError,
+    NoCompletedTrialsError,
+    SearchSpaceError,
+    UnknownTrialError,
+)
+from headstart.space import SearchSpace
+from headstart.storage import DEFAULT_STORAGE_URL, Storage, TrialRecord, TrialState, get_storage
+from headstart.strategy import ACQUISITIONS, METHODS, Strategy
+
+DIRECTIONS = ("minimize", "maximize")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluation of the objective: its configuration and, once told, its result."""
+
+    number: int
+    params: dict[str, Any]
+    state: str = "running"
+    value: float | None = None
+    source: str = "ask"
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+    trial_id: int = -1
+
+    @classmethod
+    def _from_record(cls, r: TrialRecord) -> Trial:
+        return cls(number=r.number, params=dict(r.params), state=TrialState(r.state).value,
+                   value=r.value, source=r.source, created_at=r.created_at,
+                   finished_at=r.finished_at, user_attrs=dict(r.user_attrs), trial_id=r.trial_id)  # fmt: skip
+
+
+def check_value(value: Any) -> float:
+    """Validate an objective value: a finite real number (bools and strings are refused)."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.item()
+    if hasattr(value, "item") and not isinstance(value, int | float):  # torch / numpy scalars
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidValueError(
+            f"The objective value must be a real number; got {value!r} ({type(value).__name__}). "
+            "Return a float, or tell the trial with failed=True."
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise InvalidValueError(
+            f"The objective value must be finite; got {value!r}. If the evaluation failed, use "
+            "study.tell(trial, failed=True); if it diverged, return a large finite penalty."
+        )
+    return value
+
+
+def _check_settings(
+    direction: str, method: str, acquisition: str, n_initial: Any, budget: Any
+) -> None:
+    if direction not in DIRECTIONS:
+        raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
+    if method not in METHODS:
+        raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
+    if acquisition not in ACQUISITIONS:
+        raise InvalidSettingError(
+            f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}."
+        )
+    for label, v in (("n_initial", n_initial), ("budget", budget)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InvalidSettingError(f"{label} must be a positive integer or None; got {v!r}.")
+
+
+class Study:
+    """A named optimisation run. Create one with :func:`create_study` or :func:`load_study`."""
+
+    def __init__(self, storage: Storage, study_id: int) -> None:
+        self._storage = storage
+        record = storage.get_study_by_id(study_id)
+        self._id = record.study_id
+        self.name: str = record.name
+        self.direction: str = record.direction
+        self.space = SearchSpace.from_json(record.space)
+        self.settings: dict[str, Any] = dict(record.settings)
+        self._strategy = Strategy(
+            self.space,
+            method=self.settings.get("method", "gp"),
+            seed=int(self.settings.get("seed", 0)),
+            n_initial=self.settings.get("n_initial"),
+            budget=self.settings.get("budget"),
+            acquisition=self.settings.get("acquisition", "logei"),
+        )
+
+    def __repr__(self) -> str:
+        return f"Study(name={self.name!r}, direction={self.direction!r}, storage={self._storage.url!r})"
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def n_initial(self) -> int:
+        """Size of the initial (Sobol) design; imported trials count toward it."""
+        return self._strategy.n_initial
+
+    # --- ask / tell ------------------------------------------------------------------------------
+    def _to_max(self, value: float) -> float:
+        return -value if self.direction == "minimize" else value
+
+    def ask(self) -> Trial:
+        """Create a running trial with the next configuration to evaluate.
+
+        Enqueued configurations come first (oldest first); then the initial design; then the
+        model's suggestion.
+        """
+        claimed = self._storage.claim_waiting_trial(self._id)
+        if claimed is not None:
+            return Trial._from_record(claimed)
+        t0 = time.perf_counter()
+        records = self._storage.get_trials(self._id)
+        done = [r for r in records if r.state == TrialState.COMPLETE]
+        design_index = sum(1 for r in records if r.source == "ask")
+        params = self._strategy.suggest(
+            [r.params for r in done],
+            [self._to_max(r.value) for r in done],
+            design_index=design_index,
+            trial_number=len(records),
+        )
+        params = self.space.validate(params)
+        seconds = time.perf_counter() - t0
+        record = self._storage.create_trial(
+            self._id, state=TrialState.RUNNING, params=params, source="ask",
+            user_attrs={"seconds_suggest": seconds},
+        )  # fmt: skip
+        return Trial._from_record(record)
+
+    def _record_for(self, trial: Trial | int) -> TrialRecord:
+        if isinstance(trial, Trial):
+            try:
+                record = self._storage.get_trial(trial.trial_id)
+            except UnknownTrialError:
+                record = None
+            if record is None or record.study_id != self._id:
+                raise UnknownTrialError(
+                    f"Trial {trial.number} does not belong to study {self.name!r}; tell each trial "
+                    "to the study that asked it."
+                )
+            return record
+        if isinstance(trial, bool) or not isinstance(trial, int):
+            raise UnknownTrialError(f"Expected a Trial or a trial number; got {trial!r}.")
+        for record in self._storage.get_trials(self._id):
+            if record.number == trial:
+                return record
+        raise UnknownTrialError(f"Study {self.name!r} has no trial number {trial}.")
+
+    def tell(self, trial: Trial | int, value: Any = None, *, failed: bool = False) -> Trial:
+        """Record the result of a trial (one transaction).
+
+        Args:
+            trial: The trial returned by :meth:`ask`, or its number.
+            value: The objective value, a finite real number (omit it with ``failed=True``).
+            failed: Mark the evaluation as failed; the model ignores failed trials.
+
+        Raises:
+            InvalidValueError: NaN, inf or a non-number (the trial stays running, nothing written).
+            UnknownTrialError: the trial does not belong to this study.
+            TrialAlreadyFinishedError: the trial was told before.
+        """
+        record = self._record_for(trial)
+        if failed:
+            if value is not None:
+                raise InvalidValueError("Pass either a value or failed=True, not both.")
+            finished = self._storage.finish_trial(
+                record.trial_id, state=TrialState.FAILED, value=None
+            )
+        else:
+            finished = self._storage.finish_trial(
+                record.trial_id, state=TrialState.COMPLETE, value=check_value(value)
+            )
+        return Trial._from_record(finished)
+
+    def optimize(
+        self,
+        func: Callable[[dict[str, Any]], float],
+        n_trials: int,
+        *,
+        show_progress: bool = True,
+        catch: tuple[type[BaseException], ...] = (Exception,),
+    ) -> Study:
+        """Run ``n_trials`` evaluations of ``func(params) -> value``.
+
+        An evaluation that raises one of ``catch`` (or returns NaN, inf or a non-number) is
+        recorded as a failed trial with a warning, and the study carries on. Completed trials are
+        committed one by one, so an interrupted run loses at most the trial in flight.
+
+        Args:
+            func: The objective; receives the configuration dict.
+            n_trials: Number of evaluations to run now.
+            show_progress: Show a rich progress bar (trials, best value) on stderr.
+            catch: Exceptions recorded as failed trials instead of stopping the run.
+        """
+        if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 0:
+            raise InvalidSettingError(f"n_trials must be a non-negative integer; got {n_trials!r}.")
+        from headstart._progress import TrialProgress
+
+        with TrialProgress(n_trials, self, enabled=show_progress) as progress:
+            for _ in range(n_trials):
+                trial = self.ask()
+                value = None
+                try:
+                    result = func(trial.params)
+                    value = check_value(result)
+                except catch as e:
+                    self.tell(trial, failed=True)
+                    warnings.warn(
+                        f"Trial {trial.number} failed: {e!r}", HeadstartWarning, stacklevel=2
+                    )
+                except BaseException:
+                    self.tell(trial, failed=True)
+                    raise
+                else:
+                    self.tell(trial, value)
+                progress.advance(value, trial.user_attrs.get("seconds_suggest"))
+        return self
+
+    # --- user-provided configurations ------------------------------------------------------------
+    def enqueue(self, params: Mapping[str, Any]) -> Trial:
+        """Schedule a configuration of your choice; the next :meth:`ask` returns it."""
+        params = self.space.validate(params)
+        record = self._storage.create_trial(self._id, state=TrialState.WAITING, params=params,
+                                            source="enqueue")  # fmt: skip
+        return Trial._from_record(record)
+
+    def add_trials(self, trials: Iterable[Any]) -> list[Trial]:
+        """Import finished evaluations; they count toward the initial design, not on top of it.
+
+        Args:
+            trials: ``(params, value)`` pairs, dicts ``{"params": ..., "value": ...}``, or a pandas
+                DataFrame with one column per parameter and a ``value`` column.
+
+        All rows are validated before anything is written; the import is one transaction.
+        """
+        rows = _rows_from(trials, list(self.space))
+        prepared = []
+        for i, (params, value) in enumerate(rows):
+            try:
+                prepared.append({"state": TrialState.COMPLETE, "params": self.space.validate(params),
+                                 "value": check_value(value), "source": "import"})  # fmt: skip
+            except (InvalidValueError, SearchSpaceError, ValueError) as e:
+                raise type(e)(f"Row {i} of add_trials: {e}") from e
+        records = self._storage.create_trials(self._id, prepared)
+        return [Trial._from_record(r) for r in records]
+
+    # --- results -----------------------------------------------------------------------------------
+    @property
+    def trials(self) -> list[Trial]:
+        """All trials, ordered by number."""
+        return [Trial._from_record(r) for r in self._storage.get_trials(self._id)]
+
+    @property
+    def best_trial(self) -> Trial:
+        """The completed trial with the best value (in the study's direction)."""
+        done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
+        if not done:
+            raise NoCompletedTrialsError(
+                f"Study {self.name!r} has no completed trial yet; tell a value first."
+            )
+        best = max(done, key=lambda r: self._to_max(r.value))
+        return Trial._from_record(best)
+
+    @property
+    def best_value(self) -> float:
+        return self.best_trial.value
+
+    @property
+    def best_params(self) -> dict[str, Any]:
+        return self.best_trial.params
+
+    def trials_dataframe(self):
+        """A pandas DataFrame with one row per trial and one ``params_<name>`` column per parameter."""
+        import pandas as pd
+
+        rows = []
+        for t in self.trials:
+            row = {"number": t.number, "state": t.state, "value": t.value, "source": t.source}
+            row.update({f"params_{k}": v for k, v in t.params.items()})
+            row["datetime_start"] = t.created_at
+            row["datetime_complete"] = t.finished_at
+            row["seconds_suggest"] = t.user_attrs.get("seconds_suggest")
+            rows.append(row)
+        columns = ["number", "state", "value", "source"]
+        columns += [f"params_{k}" for k in self.space]
+        columns += ["datetime_start", "datetime_complete", "seconds_suggest"]
+        return pd.DataFrame(rows, columns=columns)
+
+
+def _rows_from(trials: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
+    if hasattr(trials, "to_dict") and hasattr(trials, "columns"):  # a DataFrame
+        if "value" not in trials.columns:
+            raise InvalidValueError(
+                f"add_trials DataFrame needs a 'value' column; it has {list(trials.columns)}."
+            )
+        cols = [c for c in trials.columns if c in names]
+        return [({c: r[c] for c in cols}, r["value"]) for r in trials.to_dict("records")]
+    rows = []
+    for item in trials:
+        if isinstance(item, Mapping) and "params" in item:
+            rows.append((item["params"], item.get("value")))
+        elif isinstance(item, tuple | list) and len(item) == 2:
+            rows.append((item[0], item[1]))
+        else:
+            raise InvalidValueError(
+                "add_trials expects (params, value) pairs, {'params': ..., 'value': ...} dicts or "
+                f"a DataFrame; got {item!r}."
+            )
+    return rows
+
+
+def _describe_space_difference(old: SearchSpace, new: SearchSpace) -> str:
+    old_j, new_j = old.to_json()["params"], new.to_json()["params"]
+    diffs = [f"{n!r} is new" for n in new_j if n not in old_j]
+    diffs += [f"{n!r} is missing" for n in old_j if n not in new_j]
+    diffs += [f"{n!r} was {old_j[n]} and is now {new_j[n]}" for n in new_j
+              if n in old_j and old_j[n] != new_j[n]]  # fmt: skip
+    return "; ".join(diffs) or "parameter order differs"
+
+
+def create_study(
+    name: str,
+    space: SearchSpace,
+    *,
+    direction: str = "minimize",
+    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    method: str = "gp",
+    seed: int | None = None,
+    n_initial: int | None = None,
+    budget: int | None = None,
+    acquisition: str = "logei",
+) -> Study:
+    r"""Create a study, or resume the one with this name if its space and direction match.
+
+    Args:
+        name: Unique name of the study in the storage.
+        space: The :class:`~headstart.space.SearchSpace` to optimise over.
+        direction: ``"minimize"`` or ``"maximize"``.
+        storage: A SQLAlchemy URL (default ``sqlite:///headstart.db``), a Storage, or ``None`` for
+            an in-memory study.
+        method: ``"gp"`` (GP-BO) or ``"random"``.
+        seed: Seed of every suggestion (drawn at random and stored when ``None``).
+        n_initial: Size of the Sobol initial design (default ``min(2d + 1, budget / 5)``).
+        budget: Planned number of trials (sets the default ``n_initial``).
+        acquisition: ``"logei"``, ``"ucb"`` or ``"ts"``.
+
+    Raises:
+        DuplicatedStudyError: a study with this name exists with another space or direction.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidSettingError(f"Study name must be a non-empty string; got {name!r}.")
+    if not isinstance(space, SearchSpace):
+        raise InvalidSettingError(
+            f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "
+            "hs.SearchSpace({...})."
+        )
+    _check_settings(direction, method, acquisition, n_initial, budget)
+    store = get_storage(storage)
+    drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
+    settings = {"method": method, "seed": drawn_seed, "n_initial": n_initial, "budget": budget,
+                "acquisition": acquisition}  # fmt: skip
+    try:
+        record = store.create_study(
+            name, direction=direction, space=space.to_json(), settings=settings
+        )
+    except DuplicatedStudyError:
+        record = store.get_study(name)
+        old_space = SearchSpace.from_json(record.space)
+        if old_space != space:
+            raise DuplicatedStudyError(
+                f"Study {name!r} already exists in {store.url} with a different search space: "
+                f"{_describe_space_difference(old_space, space)}. Choose another name, or delete "
+                f"the old study (headstart studies delete {name})."
+            ) from None
+        if record.direction != direction:
+            raise DuplicatedStudyError(
+                f"Study {name!r} already exists with direction={record.direction!r}; you asked for "
+                f"{direction!r}. Choose another name or use the stored direction."
+            ) from None
+        if seed is None:  # resuming without an explicit seed keeps the stored one
+            settings["seed"] = record.settings.get("seed", drawn_seed)
+        store.update_study_settings(record.study_id, settings)
+    return Study(store, record.study_id)
+
+
+def load_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Study:
+    """Open an existing study by name (raises :class:`UnknownStudyError` if there is none)."""
+    store = get_storage(storage)
+    return Study(store, store.get_study(name).study_id)
+
+
+def delete_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> None:
+    """Delete a study and all its trials."""
+    get_storage(storage).delete_study(name)
