@@ -81,8 +81,14 @@ def test_categorical_codes_and_grid():
 
 def test_columns_describe_kinds_and_grids():
     cols = mixed_space().columns
-    assert [c.kind for c in cols] == ["continuous", "continuous", "integer", "integer",
-                                      "categorical", "categorical"]  # fmt: skip
+    assert [c.kind for c in cols] == [
+        "continuous",
+        "continuous",
+        "integer",
+        "integer",
+        "categorical",
+        "categorical",
+    ]
     assert len(cols[2].grid) == 8 and len(cols[3].grid) == 497 and len(cols[4].grid) == 3
     assert cols[0].grid is None
 
@@ -163,8 +169,9 @@ def test_true_and_one_are_distinct_choices():
     ],
 )
 def test_invalid_params_raise(config, match):
-    space = hs.SearchSpace({"x": hs.Float(0, 1), "n": hs.Int(1, 5), "c": hs.Categorical(["a", "b"]),
-                            "k": 3})  # fmt: skip
+    space = hs.SearchSpace(
+        {"x": hs.Float(0, 1), "n": hs.Int(1, 5), "c": hs.Categorical(["a", "b"]), "k": 3}
+    )
     if isinstance(config, dict):
         config = {"n": 1, "c": "a", **config} if config else config
     with pytest.raises(InvalidParamsError, match=match):
@@ -208,8 +215,9 @@ def test_log_parameter_normal_prior_lives_in_log_space():
 
 
 def test_beta_prior_and_categorical_weights():
-    space = hs.SearchSpace({"x": hs.Float(0, 1, prior=hs.Beta(2, 5)),
-                            "c": hs.Categorical(["a", "b"], weights=[3, 1])})  # fmt: skip
+    space = hs.SearchSpace(
+        {"x": hs.Float(0, 1, prior=hs.Beta(2, 5)), "c": hs.Categorical(["a", "b"], weights=[3, 1])}
+    )
     U = np.array([[0.2, 0.25], [0.7, 0.75]])
     ref = stats.beta.logpdf(U[:, 0], 2, 5) + np.log([2 * 0.75, 2 * 0.25])
     assert np.allclose(space.prior_log_pdf(U), ref)
@@ -222,8 +230,13 @@ def test_prior_density_is_floored():
 
 
 def test_sampling_from_prior_concentrates_and_respects_bounds():
-    space = hs.SearchSpace({"x": hs.Float(0, 10, prior=hs.Normal(2.0, 0.5)), "n": hs.Int(1, 9),
-                            "c": hs.Categorical(["a", "b"], weights=[9, 1])})  # fmt: skip
+    space = hs.SearchSpace(
+        {
+            "x": hs.Float(0, 10, prior=hs.Normal(2.0, 0.5)),
+            "n": hs.Int(1, 9),
+            "c": hs.Categorical(["a", "b"], weights=[9, 1]),
+        }
+    )
     rng = np.random.default_rng(1)
     draws = space.sample(4000, rng=rng, from_prior=True)
     xs = np.array([d["x"] for d in draws])

@@ -85,8 +85,9 @@ def demo(
         while f"demo-{task.name}-{n}" in existing:
             n += 1
         name = f"demo-{task.name}-{n}"
-    study = hs.create_study(name, task.space, direction="minimize", storage=store, seed=seed,
-                            budget=trials)  # fmt: skip
+    study = hs.create_study(
+        name, task.space, direction="minimize", storage=store, seed=seed, budget=trials
+    )
     console = _console()
     console.print(
         f"Optimizing [bold]{task.name}[/] ({task.space.dim}-D, known minimum {task.optimum:.6g}) "
@@ -116,8 +117,14 @@ def studies_list(storage: StorageOpt = DEFAULT_STORAGE_URL) -> None:
     table = Table("name", "direction", "trials", "complete", "best value", "created")
     for s in summaries:
         best = "-" if s.best_value is None else f"{s.best_value:.6g}"
-        table.add_row(s.name, s.direction, str(s.n_trials), str(s.n_complete), best,
-                      s.created_at.strftime("%Y-%m-%d %H:%M"))  # fmt: skip
+        table.add_row(
+            s.name,
+            s.direction,
+            str(s.n_trials),
+            str(s.n_complete),
+            best,
+            s.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
     _console(stderr=False).print(table)
     if not summaries:
         _console().print(f"No studies in {storage}.")

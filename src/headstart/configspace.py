@@ -36,8 +36,10 @@ def _convert(hp: Any) -> Any:
         return Fixed(_plain(hp.value))
     if cls in ("CategoricalHyperparameter",):
         weights = getattr(hp, "weights", None)
-        return Categorical([_plain(c) for c in hp.choices],
-                           weights=None if weights is None else [float(w) for w in weights])  # fmt: skip
+        return Categorical(
+            [_plain(c) for c in hp.choices],
+            weights=None if weights is None else [float(w) for w in weights],
+        )
     if cls == "OrdinalHyperparameter":
         return Categorical([_plain(c) for c in hp.sequence])
     is_int = "Integer" in cls

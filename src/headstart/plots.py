@@ -28,10 +28,20 @@ def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = No
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
     if optimum is not None and sign > 0:
         floor = 1e-12
-        ax.scatter(numbers, [max(v - optimum, floor) for v in values], s=14, alpha=0.5,
-                   label="trial regret")  # fmt: skip
-        ax.step(numbers, [max(b - optimum, floor) for b in best], where="post", lw=2,
-                label="best regret so far")  # fmt: skip
+        ax.scatter(
+            numbers,
+            [max(v - optimum, floor) for v in values],
+            s=14,
+            alpha=0.5,
+            label="trial regret",
+        )
+        ax.step(
+            numbers,
+            [max(b - optimum, floor) for b in best],
+            where="post",
+            lw=2,
+            label="best regret so far",
+        )
         ax.set_yscale("log")
         ax.set_ylabel("simple regret (value - known minimum)")
     else:

@@ -131,8 +131,13 @@ class Float(_Numeric):
         return v
 
     def to_json(self) -> dict:
-        return {"type": "float", "low": self.low, "high": self.high, "log": self.log,
-                "prior": self.prior.to_json()}  # fmt: skip
+        return {
+            "type": "float",
+            "low": self.low,
+            "high": self.high,
+            "log": self.log,
+            "prior": self.prior.to_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -182,8 +187,13 @@ class Int(_Numeric):
         return v
 
     def to_json(self) -> dict:
-        return {"type": "int", "low": self.low, "high": self.high, "log": self.log,
-                "prior": self.prior.to_json()}  # fmt: skip
+        return {
+            "type": "int",
+            "low": self.low,
+            "high": self.high,
+            "log": self.log,
+            "prior": self.prior.to_json(),
+        }
 
 
 def _choice_key(value: Any) -> tuple[str, Any]:
@@ -281,8 +291,11 @@ class Categorical:
         return self.choices[i]
 
     def to_json(self) -> dict:
-        return {"type": "categorical", "choices": list(self.choices),
-                "weights": None if self.weights is None else list(self.weights)}  # fmt: skip
+        return {
+            "type": "categorical",
+            "choices": list(self.choices),
+            "weights": None if self.weights is None else list(self.weights),
+        }
 
 
 @dataclass(frozen=True)

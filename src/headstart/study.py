@@ -59,9 +59,17 @@ class Trial:
 
     @classmethod
     def _from_record(cls, r: TrialRecord) -> Trial:
-        return cls(number=r.number, params=dict(r.params), state=TrialState(r.state).value,
-                   value=r.value, source=r.source, created_at=r.created_at,
-                   finished_at=r.finished_at, user_attrs=dict(r.user_attrs), trial_id=r.trial_id)  # fmt: skip
+        return cls(
+            number=r.number,
+            params=dict(r.params),
+            state=TrialState(r.state).value,
+            value=r.value,
+            source=r.source,
+            created_at=r.created_at,
+            finished_at=r.finished_at,
+            user_attrs=dict(r.user_attrs),
+            trial_id=r.trial_id,
+        )
 
 
 def check_value(value: Any) -> float:
@@ -158,9 +166,12 @@ class Study:
         params = self.space.validate(params)
         seconds = time.perf_counter() - t0
         record = self._storage.create_trial(
-            self._id, state=TrialState.RUNNING, params=params, source="ask",
+            self._id,
+            state=TrialState.RUNNING,
+            params=params,
+            source="ask",
             user_attrs={"seconds_suggest": seconds},
-        )  # fmt: skip
+        )
         return Trial._from_record(record)
 
     def _record_for(self, trial: Trial | int) -> TrialRecord:
@@ -256,8 +267,9 @@ class Study:
     def enqueue(self, params: Mapping[str, Any]) -> Trial:
         """Schedule a configuration of your choice; the next :meth:`ask` returns it."""
         params = self.space.validate(params)
-        record = self._storage.create_trial(self._id, state=TrialState.WAITING, params=params,
-                                            source="enqueue")  # fmt: skip
+        record = self._storage.create_trial(
+            self._id, state=TrialState.WAITING, params=params, source="enqueue"
+        )
         return Trial._from_record(record)
 
     def add_trials(self, trials: Iterable[Any]) -> list[Trial]:
@@ -273,8 +285,14 @@ class Study:
         prepared = []
         for i, (params, value) in enumerate(rows):
             try:
-                prepared.append({"state": TrialState.COMPLETE, "params": self.space.validate(params),
-                                 "value": check_value(value), "source": "import"})  # fmt: skip
+                prepared.append(
+                    {
+                        "state": TrialState.COMPLETE,
+                        "params": self.space.validate(params),
+                        "value": check_value(value),
+                        "source": "import",
+                    }
+                )
             except (InvalidValueError, SearchSpaceError, ValueError) as e:
                 raise type(e)(f"Row {i} of add_trials: {e}") from e
         records = self._storage.create_trials(self._id, prepared)
@@ -349,8 +367,11 @@ def _describe_space_difference(old: SearchSpace, new: SearchSpace) -> str:
     old_j, new_j = old.to_json()["params"], new.to_json()["params"]
     diffs = [f"{n!r} is new" for n in new_j if n not in old_j]
     diffs += [f"{n!r} is missing" for n in old_j if n not in new_j]
-    diffs += [f"{n!r} was {old_j[n]} and is now {new_j[n]}" for n in new_j
-              if n in old_j and old_j[n] != new_j[n]]  # fmt: skip
+    diffs += [
+        f"{n!r} was {old_j[n]} and is now {new_j[n]}"
+        for n in new_j
+        if n in old_j and old_j[n] != new_j[n]
+    ]
     return "; ".join(diffs) or "parameter order differs"
 
 
@@ -393,8 +414,13 @@ def create_study(
     _check_settings(direction, method, acquisition, n_initial, budget)
     store = get_storage(storage)
     drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
-    settings = {"method": method, "seed": drawn_seed, "n_initial": n_initial, "budget": budget,
-                "acquisition": acquisition}  # fmt: skip
+    settings = {
+        "method": method,
+        "seed": drawn_seed,
+        "n_initial": n_initial,
+        "budget": budget,
+        "acquisition": acquisition,
+    }
     try:
         record = store.create_study(
             name, direction=direction, space=space.to_json(), settings=settings
