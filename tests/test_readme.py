@@ -1,0 +1,63 @@
+"""Every command in README.md runs as written (python blocks in order, then the CLI lines)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+HEADSTART = str(Path(sys.executable).with_name("headstart"))
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+
+def test_python_blocks_run_in_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for code in blocks("python"):
+        exec(compile(code, "README.md", "exec"), namespace)
+    study = namespace["study"]
+    assert len(study.trials) == 30 + 5 + 1 + 1
+    assert (tmp_path / "headstart.db").exists()
+
+
+def test_cli_lines_run(tmp_path):
+    env = {**os.environ, "HEADSTART_STORAGE": f"sqlite:///{tmp_path / 'cli.db'}"}
+    seed = "import headstart as hs; hs.create_study('my-model', hs.SearchSpace({'x': hs.Float(0, 1)}), storage=None)"
+    subprocess.run([sys.executable, "-c", seed], check=True, cwd=tmp_path, env=env)
+    lines = [
+        line.split("#")[0].strip()
+        for block in blocks("bash")
+        for line in block.splitlines()
+        if line.startswith("headstart ")
+    ]
+    assert len(lines) >= 7
+    # The studies commands need a study called my-model in the storage: the demo makes one.
+    subprocess.run(
+        [HEADSTART, "demo", "--trials", "6", "--name", "my-model", "--plot", "x.png"],
+        check=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+    )
+    for line in lines:
+        args = shlex.split(line)
+        result = subprocess.run(
+            [HEADSTART, *args[1:]], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("target", ["demo", "test"])
+def test_make_targets_exist(target):
+    result = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,340 @@
+"""Study: ask/tell, optimize, enqueue, imports, bad inputs, crashes and concurrent workers."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import headstart as hs
+from headstart.exceptions import (
+    DuplicatedStudyError,
+    HeadstartWarning,
+    InvalidParamsError,
+    InvalidSettingError,
+    InvalidValueError,
+    NoCompletedTrialsError,
+    StorageError,
+    TrialAlreadyFinishedError,
+    UnknownStudyError,
+    UnknownTrialError,
+)
+
+
+def space2() -> hs.SearchSpace:
+    return hs.SearchSpace(
+        {"x": hs.Float(-2.0, 2.0), "n": hs.Int(1, 4), "c": hs.Categorical(["a", "b"])}
+    )
+
+
+def objective(params: dict) -> float:
+    return (params["x"] - 0.5) ** 2 + 0.1 * params["n"] + (0.3 if params["c"] == "b" else 0.0)
+
+
+def test_ask_tell_loop_with_gp_finds_a_good_point():
+    study = hs.create_study("s", space2(), storage=None, seed=0, budget=20)
+    for _ in range(20):
+        trial = study.ask()
+        study.tell(trial, objective(trial.params))
+    best = study.best_trial
+    assert best.value < 0.2 and best.state == "complete"
+    assert best.params["c"] == "a" and best.params["n"] == 1
+    assert [t.number for t in study.trials] == list(range(20))
+    assert all(t.user_attrs["seconds_suggest"] >= 0 for t in study.trials)
+
+
+def test_same_seed_same_suggestions():
+    runs = []
+    for _ in range(2):
+        study = hs.create_study("s", space2(), storage=None, seed=3, budget=15)
+        study.optimize(objective, 12, show_progress=False)
+        runs.append([t.params for t in study.trials])
+    assert runs[0] == runs[1]
+
+
+def test_initial_design_is_sobol_then_model():
+    study = hs.create_study("s", space2(), storage=None, seed=1, n_initial=4)
+    assert study.n_initial == 4
+    study.optimize(objective, 6, show_progress=False)
+    from headstart.strategy import sobol_point
+
+    first = study.space.decode(sobol_point(study.space.dim, 0, 1))[0]
+    assert study.trials[0].params == first
+
+
+def test_default_initial_design_size():
+    from headstart.strategy import default_n_initial
+
+    assert default_n_initial(6, 50) == 10 and default_n_initial(2, 50) == 5
+    assert default_n_initial(3, None) == 7 and default_n_initial(6, 3) == 1
+
+
+def test_maximize_direction_and_best_trial():
+    study = hs.create_study(
+        "m", space2(), storage=None, direction="maximize", method="random", seed=0
+    )
+    for v in [1.0, 5.0, 3.0]:
+        study.tell(study.ask(), v)
+    assert study.best_value == 5.0
+
+
+def test_tell_by_number_and_failed_trials_are_ignored_by_best():
+    study = hs.create_study("f", space2(), storage=None, method="random", seed=0)
+    t0, t1 = study.ask(), study.ask()
+    study.tell(t0.number, failed=True)
+    study.tell(t1, 2.0)
+    assert [t.state for t in study.trials] == ["failed", "complete"]
+    assert study.best_trial.number == 1
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "0.3", None, True, [1.0, 2.0]])
+def test_bad_values_raise_and_leave_trial_running(bad):
+    study = hs.create_study("v", space2(), storage=None, method="random", seed=0)
+    trial = study.ask()
+    with pytest.raises(InvalidValueError):
+        study.tell(trial, bad)
+    assert study.trials[0].state == "running" and study.trials[0].value is None
+    study.tell(trial, 1.5)  # still tellable afterwards
+    assert study.best_value == 1.5
+
+
+def test_numpy_and_torch_scalars_are_accepted():
+    import torch
+
+    study = hs.create_study("np", space2(), storage=None, method="random", seed=0)
+    study.tell(study.ask(), np.float32(0.25))
+    study.tell(study.ask(), torch.tensor(0.5, dtype=torch.float64))
+    assert [t.value for t in study.trials] == [0.25, 0.5]
+
+
+def test_tell_twice_and_unknown_trial():
+    study = hs.create_study("t", space2(), storage=None, method="random", seed=0)
+    other = hs.create_study("o", space2(), storage=study.storage, method="random", seed=0)
+    trial = study.ask()
+    study.tell(trial, 1.0)
+    with pytest.raises(TrialAlreadyFinishedError):
+        study.tell(trial, 2.0)
+    assert study.trials[0].value == 1.0
+    with pytest.raises(UnknownTrialError):
+        study.tell(99, 1.0)
+    with pytest.raises(UnknownTrialError, match="does not belong"):
+        other.tell(trial, 1.0)
+    with pytest.raises(InvalidValueError, match="either a value or failed"):
+        study.tell(study.ask(), 1.0, failed=True)
+
+
+def test_no_completed_trials():
+    study = hs.create_study("e", space2(), storage=None)
+    with pytest.raises(NoCompletedTrialsError, match="no completed trial"):
+        _ = study.best_trial
+
+
+def test_unknown_study_and_mismatched_recreation(tmp_path):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    hs.create_study("a", space2(), storage=url, seed=0)
+    with pytest.raises(UnknownStudyError, match="nope"):
+        hs.load_study("nope", url)
+    other = hs.SearchSpace(
+        {"x": hs.Float(-2.0, 3.0), "n": hs.Int(1, 4), "c": hs.Categorical(["a", "b"])}
+    )
+    with pytest.raises(DuplicatedStudyError, match="'x' was"):
+        hs.create_study("a", other, storage=url)
+    with pytest.raises(DuplicatedStudyError, match="direction"):
+        hs.create_study("a", space2(), storage=url, direction="maximize")
+    again = hs.create_study("a", space2(), storage=url)  # same space: resumes
+    assert again.settings["seed"] == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"direction": "down"},
+        {"method": "tpe"},
+        {"acquisition": "ei2"},
+        {"n_initial": 0},
+        {"budget": -3},
+        {"n_initial": 2.5},
+    ],
+)
+def test_bad_settings(kwargs):
+    with pytest.raises(InvalidSettingError):
+        hs.create_study("b", space2(), storage=None, **kwargs)
+
+
+def test_bad_name_space_and_storage():
+    with pytest.raises(InvalidSettingError):
+        hs.create_study("", space2(), storage=None)
+    with pytest.raises(InvalidSettingError, match="SearchSpace"):
+        hs.create_study("x", {"x": hs.Float(0, 1)}, storage=None)
+    with pytest.raises(StorageError):
+        hs.create_study("x", space2(), storage="sqlite:////nonexistent/dir/x.db")
+
+
+def test_enqueue_comes_first_and_is_validated():
+    study = hs.create_study("q", space2(), storage=None, seed=0)
+    study.enqueue({"x": 0.5, "n": 1, "c": "a"})
+    with pytest.raises(InvalidParamsError):
+        study.enqueue({"x": 9.0, "n": 1, "c": "a"})
+    trial = study.ask()
+    assert trial.params == {"x": 0.5, "n": 1, "c": "a"} and trial.source == "enqueue"
+    study.tell(trial, 0.1)
+    assert study.ask().source == "ask"
+
+
+def test_add_trials_counts_toward_initial_design():
+    study = hs.create_study("i", space2(), storage=None, seed=0, n_initial=3)
+    rng = np.random.default_rng(0)
+    configs = study.space.sample(3, rng=rng)
+    study.add_trials([(c, objective(c)) for c in configs])
+    trial = study.ask()  # 3 imported = the whole design: this one comes from the model
+    from headstart.strategy import sobol_point
+
+    assert trial.params != study.space.decode(sobol_point(3, 0, 0))[0]
+    frame = pd.DataFrame([{**c, "value": objective(c)} for c in study.space.sample(2, rng=rng)])
+    assert len(study.add_trials(frame)) == 2
+    assert sum(t.source == "import" for t in study.trials) == 5
+
+
+def test_add_trials_is_all_or_nothing():
+    study = hs.create_study("i2", space2(), storage=None, seed=0)
+    good = {"x": 0.0, "n": 1, "c": "a"}
+    with pytest.raises(InvalidValueError, match="Row 1"):
+        study.add_trials([(good, 1.0), (good, math.nan), (good, 2.0)])
+    with pytest.raises(InvalidParamsError, match="Row 0"):
+        study.add_trials([({"x": 5.0, "n": 1, "c": "a"}, 1.0)])
+    with pytest.raises(InvalidValueError, match="value"):
+        study.add_trials(pd.DataFrame([good]))
+    assert study.trials == []
+
+
+def test_optimize_records_failures_and_carries_on():
+    study = hs.create_study("o", space2(), storage=None, method="random", seed=0)
+    calls = iter(range(100))
+
+    def flaky(params):
+        i = next(calls)
+        if i == 1:
+            raise RuntimeError("boom")
+        if i == 2:
+            return math.nan
+        return objective(params)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.optimize(flaky, 5, show_progress=False)
+    states = [t.state for t in study.trials]
+    assert states == ["complete", "failed", "failed", "complete", "complete"]
+    assert sum(issubclass(w.category, HeadstartWarning) for w in caught) == 2
+
+
+def test_optimize_interrupt_marks_trial_failed_and_reraises():
+    study = hs.create_study("k", space2(), storage=None, method="random", seed=0)
+
+    def interrupt(params):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        study.optimize(interrupt, 3, show_progress=False)
+    assert [t.state for t in study.trials] == ["failed"]
+
+
+def test_trials_dataframe_columns():
+    study = hs.create_study("d", space2(), storage=None, method="random", seed=0)
+    study.optimize(objective, 3, show_progress=False)
+    frame = study.trials_dataframe()
+    assert list(frame.columns)[:7] == [
+        "number",
+        "state",
+        "value",
+        "source",
+        "params_x",
+        "params_n",
+        "params_c",
+    ]
+    assert len(frame) == 3 and frame["value"].notna().all()
+
+
+def test_resume_from_another_process_sees_all_trials(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    study = hs.create_study("r", space2(), storage=url, seed=0)
+    study.optimize(objective, 4, show_progress=False)
+    again = hs.load_study("r", url)
+    again.optimize(objective, 2, show_progress=False)
+    assert len(hs.load_study("r", url).trials) == 6
+
+
+# --- crashes and concurrency ------------------------------------------------------------------------
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import headstart as hs
+    space = hs.SearchSpace({"x": hs.Float(-2.0, 2.0), "n": hs.Int(1, 4)})
+    study = hs.create_study("crash", space, storage=sys.argv[1], seed=0, n_initial=3)
+    def f(p):
+        time.sleep(0.05)
+        return (p["x"] - 0.5) ** 2 + p["n"]
+    study.optimize(f, 1000, show_progress=False)
+    """
+)
+
+
+def test_kill_9_during_optimize_loses_no_completed_trial(tmp_path):
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, url])
+    deadline = time.time() + 60
+    n_done = 0
+    while time.time() < deadline and n_done < 8:
+        time.sleep(0.3)
+        try:
+            n_done = sum(t.state == "complete" for t in hs.load_study("crash", url).trials)
+        except (UnknownStudyError, StorageError):
+            continue
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert n_done >= 8, "the child did not make progress"
+    study = hs.load_study("crash", url)
+    complete = [t for t in study.trials if t.state == "complete"]
+    assert len(complete) >= n_done
+    for t in complete:
+        assert t.value == pytest.approx((t.params["x"] - 0.5) ** 2 + t.params["n"])
+    # At most the trial in flight is left running; the study resumes.
+    assert sum(t.state == "running" for t in study.trials) <= 1
+    study.optimize(lambda p: (p["x"] - 0.5) ** 2 + p["n"], 2, show_progress=False)
+    assert sum(t.state == "complete" for t in study.trials) == len(complete) + 2
+
+
+def _worker(url: str, n: int, queue) -> None:
+    study = hs.load_study("shared", url)
+    told = []
+    for _ in range(n):
+        trial = study.ask()
+        study.tell(trial, objective(trial.params))
+        told.append(trial.number)
+    queue.put(told)
+
+
+def test_two_processes_asking_concurrently(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    hs.create_study("shared", space2(), storage=url, seed=0, n_initial=4)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(url, 10, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    numbers = [n for _ in procs for n in queue.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert sorted(numbers) == list(range(20))  # no duplicate ids
+    trials = hs.load_study("shared", url).trials
+    assert len(trials) == 20 and all(t.state == "complete" for t in trials)  # no lost tells
