@@ -1,0 +1,59 @@
+r"""Where studies and trials live: SQL storage (SQLite by default) behind a small API.
+
+Open a storage with :func:`get_storage`; the study layer only ever talks to
+:class:`~headstart.storage.sql.Storage` and the plain records in :mod:`headstart.storage.records`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from headstart.exceptions import StorageError
+from headstart.storage.records import StudyRecord, StudySummary, TrialRecord, TrialState
+from headstart.storage.schema import SCHEMA_VERSION
+from headstart.storage.sql import MEMORY_URL, Storage
+
+DEFAULT_STORAGE_URL = os.environ.get("HEADSTART_STORAGE", "sqlite:///headstart.db")
+
+_OPEN: dict[str, Storage] = {}
+
+
+def get_storage(storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Storage:
+    """Open (or reuse) a storage.
+
+    Args:
+        storage: A SQLAlchemy URL, an open :class:`Storage`, or ``None`` /
+            ``"sqlite:///:memory:"`` for a new in-memory storage (each call gives a fresh one).
+
+    Raises:
+        StorageError: the URL cannot be parsed or the database cannot be opened.
+    """
+    if isinstance(storage, Storage):
+        return storage
+    if storage is None or storage in (MEMORY_URL, "sqlite://", ":memory:"):
+        return Storage(MEMORY_URL)
+    if not isinstance(storage, str) or not storage.strip():
+        raise StorageError(
+            f"storage must be a SQLAlchemy URL such as 'sqlite:///headstart.db', a Storage or "
+            f"None; got {storage!r}."
+        )
+    if "://" not in storage:
+        raise StorageError(
+            f"{storage!r} is not a storage URL. For a SQLite file write 'sqlite:///{storage}'."
+        )
+    key = f"{os.getpid()}:{os.getcwd()}:{storage}"  # relative sqlite paths depend on cwd
+    if key not in _OPEN:
+        _OPEN[key] = Storage(storage)
+    return _OPEN[key]
+
+
+__all__ = [
+    "DEFAULT_STORAGE_URL",
+    "SCHEMA_VERSION",
+    "Storage",
+    "StudyRecord",
+    "StudySummary",
+    "TrialRecord",
+    "TrialState",
+    "get_storage",
+]

@@ -1,0 +1,68 @@
+r"""The SQL schema (SQLAlchemy Core). Bump :data:`SCHEMA_VERSION` whenever a table changes.
+
+* ``headstart_version(schema_version)`` - one row; a storage written by another schema version
+  is refused with :class:`~headstart.exceptions.StorageVersionError` instead of misread.
+* ``studies`` - name (unique), direction, search space and settings as JSON text, creation time.
+* ``trials`` - one row per trial; ``(study_id, number)`` is unique, so two writers can never
+  create the same trial number, whatever the backend.
+
+Everything is stored as JSON text or plain numbers; nothing is ever pickled.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+version_table = Table(
+    "headstart_version",
+    metadata,
+    Column("schema_version", Integer, primary_key=True, autoincrement=False),
+)
+
+studies_table = Table(
+    "studies",
+    metadata,
+    Column("study_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(512), nullable=False, unique=True),
+    Column("direction", String(16), nullable=False),
+    Column("space_json", Text, nullable=False),
+    Column("settings_json", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+trials_table = Table(
+    "trials",
+    metadata,
+    Column("trial_id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "study_id",
+        Integer,
+        ForeignKey("studies.study_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("number", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("params_json", Text, nullable=False),
+    Column("value", Float(precision=53), nullable=True),
+    Column("source", String(32), nullable=False),
+    Column("user_attrs_json", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("finished_at", String(40), nullable=True),
+    UniqueConstraint("study_id", "number", name="uq_trial_number"),
+    Index("ix_trials_study_state", "study_id", "state"),
+)

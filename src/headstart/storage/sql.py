@@ -1,0 +1,446 @@
+r"""Relational storage on SQLAlchemy: SQLite by default, any SQLAlchemy URL (e.g. PostgreSQL).
+
+Guarantees:
+
+* **Every write is one transaction.** A trial is either fully recorded or not at all; a crash,
+  ``kill -9`` included, loses at most the trial in flight. SQLite runs in WAL mode with
+  ``synchronous=FULL`` so a committed trial survives a power cut as well.
+* **No duplicate trial numbers across processes.** On SQLite every write transaction starts with
+  ``BEGIN IMMEDIATE``, which takes the database's write lock before the next number is read; on
+  other backends the ``(study_id, number)`` unique constraint rejects a race and the write is
+  retried.
+* **Nothing is unpickled.** Spaces, settings, parameters and attributes are JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+from headstart.exceptions import (
+    DuplicatedStudyError,
+    StorageError,
+    StorageVersionError,
+    TrialAlreadyFinishedError,
+    UnknownStudyError,
+    UnknownTrialError,
+)
+from headstart.storage.records import StudyRecord, StudySummary, TrialRecord, TrialState
+from headstart.storage.schema import (
+    SCHEMA_VERSION,
+    metadata,
+    studies_table,
+    trials_table,
+    version_table,
+)
+
+T = TypeVar("T")
+MEMORY_URL = "sqlite:///:memory:"
+_WRITE_RETRIES = 20
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, allow_nan=False, sort_keys=False)
+
+
+def _make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, FULL sync, a busy timeout and BEGIN IMMEDIATE."""
+    is_sqlite = url.startswith("sqlite")
+    memory = url in ("sqlite://", MEMORY_URL)
+    kwargs: dict[str, Any] = {}
+    if memory:
+        kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+    elif is_sqlite:
+        kwargs = {"connect_args": {"timeout": 60.0, "check_same_thread": False}}
+    engine = create_engine(url, **kwargs)
+    if is_sqlite:
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised through every test
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
+            cursor = dbapi_conn.cursor()
+            if not memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=60000")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn):
+            mode = conn.get_execution_options().get("headstart_begin", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+class Storage:
+    """Studies and trials in a SQL database. Use :func:`get_storage` to open one.
+
+    Args:
+        url: A SQLAlchemy URL, e.g. ``sqlite:///headstart.db`` or
+            ``postgresql+psycopg://user:pw@host/db``; ``sqlite:///:memory:`` for a throw-away store.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self._engine = _make_engine(url)
+            self._writer = self._engine.execution_options(headstart_begin="IMMEDIATE")
+            self._init_schema()
+        except StorageError:
+            raise
+        except ModuleNotFoundError as e:
+            raise StorageError(
+                f"Cannot open storage {url!r}: its database driver is not installed ({e}). "
+                "Install the driver (e.g. `pip install psycopg` for PostgreSQL) or use a "
+                "sqlite:/// URL."
+            ) from e
+        except (SQLAlchemyError, OSError, ValueError) as e:
+            raise StorageError(
+                f"Cannot open storage {url!r}: {e.__class__.__name__}: {e}. Use a SQLAlchemy URL "
+                "such as sqlite:///headstart.db (the directory must exist and be writable)."
+            ) from e
+
+    def __repr__(self) -> str:
+        return f"Storage({self.url!r})"
+
+    # --- plumbing --------------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        def init(conn: Connection) -> None:
+            metadata.create_all(conn)
+            found = conn.execute(select(version_table.c.schema_version)).scalars().all()
+            if not found:
+                conn.execute(version_table.insert().values(schema_version=SCHEMA_VERSION))
+            elif found != [SCHEMA_VERSION]:
+                raise StorageVersionError(
+                    f"Storage {self.url!r} has schema version {found}, but this headstart reads "
+                    f"version {SCHEMA_VERSION}. Use the headstart version that wrote it, or "
+                    "export its studies (headstart studies export) and re-import them."
+                )
+
+        self._write(init)
+
+    def _write(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` in one write transaction; retry on lock time-outs and number races."""
+        for attempt in range(_WRITE_RETRIES):
+            try:
+                with self._writer.begin() as conn:
+                    return fn(conn)
+            except IntegrityError as e:
+                if "uq_trial_number" not in str(e) and "trials.number" not in str(e):
+                    raise
+                last: Exception = e
+            except OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise StorageError(f"Writing to {self.url!r} failed: {e}") from e
+                last = e
+            time.sleep(min(0.01 * 2**attempt, 1.0))
+        raise StorageError(
+            f"Storage {self.url!r} stayed busy through {_WRITE_RETRIES} attempts ({last}). Too many "
+            "writers on one SQLite file: use fewer processes or a PostgreSQL URL."
+        )
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            with self._engine.begin() as conn:
+                return fn(conn)
+        except SQLAlchemyError as e:
+            raise StorageError(f"Reading from {self.url!r} failed: {e}") from e
+
+    @staticmethod
+    def _study(row: Any) -> StudyRecord:
+        return StudyRecord(
+            study_id=row.study_id,
+            name=row.name,
+            direction=row.direction,
+            space=json.loads(row.space_json),
+            settings=json.loads(row.settings_json),
+            created_at=_time(row.created_at),
+        )
+
+    @staticmethod
+    def _trial(row: Any) -> TrialRecord:
+        return TrialRecord(
+            trial_id=row.trial_id,
+            study_id=row.study_id,
+            number=row.number,
+            state=TrialState(row.state),
+            params=json.loads(row.params_json),
+            value=row.value,
+            source=row.source,
+            created_at=_time(row.created_at),
+            finished_at=_time(row.finished_at),
+            user_attrs=json.loads(row.user_attrs_json),
+        )
+
+    def _names(self, conn: Connection) -> list[str]:
+        return list(conn.execute(select(studies_table.c.name)).scalars())
+
+    # --- studies ---------------------------------------------------------------------------------
+    def create_study(
+        self, name: str, *, direction: str, space: dict, settings: dict
+    ) -> StudyRecord:
+        """Create a study; :class:`DuplicatedStudyError` if the name is taken."""
+        space_json, settings_json = _dumps(space), _dumps(settings)
+
+        def create(conn: Connection) -> int:
+            exists = conn.execute(
+                select(studies_table.c.study_id).where(studies_table.c.name == name)
+            ).first()
+            if exists is not None:
+                raise DuplicatedStudyError(f"A study named {name!r} already exists in {self.url}.")
+            result = conn.execute(
+                studies_table.insert().values(
+                    name=name,
+                    direction=direction,
+                    space_json=space_json,
+                    settings_json=settings_json,
+                    created_at=_now(),
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+        try:
+            study_id = self._write(create)
+        except IntegrityError as e:  # another process created it between our check and insert
+            raise DuplicatedStudyError(
+                f"A study named {name!r} already exists in {self.url}."
+            ) from e
+        return self.get_study_by_id(study_id)
+
+    def get_study(self, name: str) -> StudyRecord:
+        """The study called ``name``; :class:`UnknownStudyError` (listing the names) otherwise."""
+
+        def get(conn: Connection) -> StudyRecord:
+            row = conn.execute(select(studies_table).where(studies_table.c.name == name)).first()
+            if row is None:
+                names = self._names(conn)
+                known = ", ".join(repr(n) for n in names[:20]) or "none"
+                raise UnknownStudyError(
+                    f"No study named {name!r} in {self.url}. Studies there: {known}. "
+                    "Check the name and --storage, or create the study first."
+                )
+            return self._study(row)
+
+        return self._read(get)
+
+    def get_study_by_id(self, study_id: int) -> StudyRecord:
+        def get(conn: Connection) -> StudyRecord:
+            row = conn.execute(
+                select(studies_table).where(studies_table.c.study_id == study_id)
+            ).first()
+            if row is None:
+                raise UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
+            return self._study(row)
+
+        return self._read(get)
+
+    def list_studies(self) -> list[StudySummary]:
+        """A summary of every study, oldest first."""
+        t, s = trials_table.c, studies_table.c
+
+        def summaries(conn: Connection) -> list[StudySummary]:
+            counts = {
+                row.study_id: row
+                for row in conn.execute(
+                    select(
+                        t.study_id,
+                        func.count().label("n"),
+                        func.count(t.value).label("n_complete"),
+                        func.min(t.value).label("lo"),
+                        func.max(t.value).label("hi"),
+                    ).group_by(t.study_id)
+                )
+            }
+            out = []
+            for row in conn.execute(select(studies_table).order_by(s.study_id)):
+                c = counts.get(row.study_id)
+                best = None
+                if c is not None and c.n_complete:
+                    best = c.lo if row.direction == "minimize" else c.hi
+                out.append(
+                    StudySummary(
+                        name=row.name,
+                        direction=row.direction,
+                        n_trials=0 if c is None else int(c.n),
+                        n_complete=0 if c is None else int(c.n_complete),
+                        best_value=best,
+                        created_at=_time(row.created_at),
+                    )
+                )
+            return out
+
+        return self._read(summaries)
+
+    def update_study_settings(self, study_id: int, settings: dict) -> None:
+        settings_json = _dumps(settings)
+        self._write(
+            lambda conn: conn.execute(
+                studies_table.update()
+                .where(studies_table.c.study_id == study_id)
+                .values(settings_json=settings_json)
+            )
+        )
+
+    def delete_study(self, name: str) -> None:
+        """Delete a study and its trials in one transaction."""
+        study_id = self.get_study(name).study_id
+
+        def delete(conn: Connection) -> None:
+            conn.execute(trials_table.delete().where(trials_table.c.study_id == study_id))
+            conn.execute(studies_table.delete().where(studies_table.c.study_id == study_id))
+
+        self._write(delete)
+
+    # --- trials ----------------------------------------------------------------------------------
+    @staticmethod
+    def _next_number(conn: Connection, study_id: int) -> int:
+        top = conn.execute(
+            select(func.max(trials_table.c.number)).where(trials_table.c.study_id == study_id)
+        ).scalar()
+        return 0 if top is None else int(top) + 1
+
+    def _insert_trials(
+        self, conn: Connection, study_id: int, rows: Sequence[dict[str, Any]]
+    ) -> list[int]:
+        number = self._next_number(conn, study_id)
+        ids = []
+        for offset, r in enumerate(rows):
+            state = TrialState(r["state"])
+            now = _now()
+            result = conn.execute(
+                trials_table.insert().values(
+                    study_id=study_id,
+                    number=number + offset,
+                    state=state.value,
+                    params_json=_dumps(r["params"]),
+                    value=r.get("value"),
+                    source=r.get("source", "ask"),
+                    user_attrs_json=_dumps(r.get("user_attrs") or {}),
+                    created_at=now,
+                    finished_at=now if state.is_finished else None,
+                )
+            )
+            ids.append(int(result.inserted_primary_key[0]))
+        return ids
+
+    def create_trial(
+        self,
+        study_id: int,
+        *,
+        state: TrialState,
+        params: dict[str, Any],
+        value: float | None = None,
+        source: str = "ask",
+        user_attrs: dict[str, Any] | None = None,
+    ) -> TrialRecord:
+        """Create one trial with the study's next number (one transaction)."""
+        row = {
+            "state": state,
+            "params": params,
+            "value": value,
+            "source": source,
+            "user_attrs": user_attrs,
+        }
+        (trial_id,) = self._write(lambda conn: self._insert_trials(conn, study_id, [row]))
+        return self.get_trial(trial_id)
+
+    def create_trials(self, study_id: int, rows: Iterable[dict[str, Any]]) -> list[TrialRecord]:
+        """Create several trials with consecutive numbers, all in one transaction."""
+        rows = list(rows)
+        ids = set(self._write(lambda conn: self._insert_trials(conn, study_id, rows)))
+        return [r for r in self.get_trials(study_id) if r.trial_id in ids]
+
+    def claim_waiting_trial(self, study_id: int) -> TrialRecord | None:
+        """Atomically move the oldest waiting (enqueued) trial to running and return it."""
+        t = trials_table.c
+
+        def claim(conn: Connection) -> int | None:
+            trial_id = conn.execute(
+                select(t.trial_id)
+                .where(t.study_id == study_id, t.state == TrialState.WAITING.value)
+                .order_by(t.number)
+                .limit(1)
+            ).scalar()
+            if trial_id is None:
+                return None
+            updated = conn.execute(
+                trials_table.update()
+                .where(t.trial_id == trial_id, t.state == TrialState.WAITING.value)
+                .values(state=TrialState.RUNNING.value)
+            )
+            return trial_id if updated.rowcount == 1 else None
+
+        trial_id = self._write(claim)
+        return None if trial_id is None else self.get_trial(trial_id)
+
+    def finish_trial(self, trial_id: int, *, state: TrialState, value: float | None) -> TrialRecord:
+        """Mark a running (or waiting) trial complete or failed, atomically.
+
+        Raises:
+            UnknownTrialError: no such trial.
+            TrialAlreadyFinishedError: the trial was already complete or failed.
+        """
+        state = TrialState(state)
+        t = trials_table.c
+
+        def finish(conn: Connection) -> None:
+            updated = conn.execute(
+                trials_table.update()
+                .where(
+                    t.trial_id == trial_id,
+                    t.state.in_([TrialState.RUNNING.value, TrialState.WAITING.value]),
+                )
+                .values(state=state.value, value=value, finished_at=_now())
+            )
+            if updated.rowcount == 1:
+                return
+            row = conn.execute(
+                select(t.number, t.state, t.value).where(t.trial_id == trial_id)
+            ).first()
+            if row is None:
+                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            raise TrialAlreadyFinishedError(
+                f"Trial {row.number} is already {row.state} (value {row.value}); each trial is "
+                "told once. Ask a new trial to evaluate again."
+            )
+
+        self._write(finish)
+        return self.get_trial(trial_id)
+
+    def get_trial(self, trial_id: int) -> TrialRecord:
+        def get(conn: Connection) -> TrialRecord:
+            row = conn.execute(
+                select(trials_table).where(trials_table.c.trial_id == trial_id)
+            ).first()
+            if row is None:
+                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            return self._trial(row)
+
+        return self._read(get)
+
+    def get_trials(
+        self, study_id: int, states: Sequence[TrialState] | None = None
+    ) -> list[TrialRecord]:
+        """The study's trials ordered by number, optionally only those in ``states``."""
+        query = select(trials_table).where(trials_table.c.study_id == study_id)
+        if states is not None:
+            query = query.where(trials_table.c.state.in_([TrialState(s).value for s in states]))
+        query = query.order_by(trials_table.c.number)
+        return self._read(lambda conn: [self._trial(r) for r in conn.execute(query)])

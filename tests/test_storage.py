@@ -1,0 +1,176 @@
+"""Storage: schema, transactions, error paths and JSON round trips."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from headstart.exceptions import (
+    DuplicatedStudyError,
+    StorageError,
+    StorageVersionError,
+    TrialAlreadyFinishedError,
+    UnknownStudyError,
+    UnknownTrialError,
+)
+from headstart.storage import SCHEMA_VERSION, Storage, TrialState, get_storage
+
+SPACE = {"params": {"x": {"type": "float", "low": 0.0, "high": 1.0}}}
+
+
+def new_study(store: Storage, name: str = "s"):
+    return store.create_study(name, direction="minimize", space=SPACE, settings={"seed": 1})
+
+
+def test_memory_storages_are_independent():
+    a, b = get_storage(None), get_storage("sqlite:///:memory:")
+    new_study(a)
+    assert [s.name for s in a.list_studies()] == ["s"]
+    assert b.list_studies() == []
+
+
+def test_file_storage_is_shared_and_reopened(tmp_path):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    assert get_storage(url) is get_storage(url)
+    record = new_study(get_storage(url))
+    fresh = Storage(url)  # a second engine, as another process would have
+    assert fresh.get_study("s") == record
+    assert fresh.get_study("s").space == SPACE and fresh.get_study("s").settings == {"seed": 1}
+
+
+def test_duplicate_and_unknown_study_messages():
+    store = get_storage(None)
+    new_study(store, "a")
+    with pytest.raises(DuplicatedStudyError, match="'a' already exists"):
+        new_study(store, "a")
+    with pytest.raises(UnknownStudyError, match=r"No study named 'b'.*'a'"):
+        store.get_study("b")
+    with pytest.raises(UnknownStudyError):
+        store.delete_study("b")
+
+
+def test_trial_life_cycle_and_numbers():
+    store = get_storage(None)
+    sid = new_study(store).study_id
+    t0 = store.create_trial(sid, state=TrialState.RUNNING, params={"x": 0.25})
+    t1 = store.create_trial(sid, state=TrialState.WAITING, params={"x": 0.5}, source="enqueue")
+    assert (t0.number, t1.number) == (0, 1)
+    assert t0.finished_at is None and t0.user_attrs == {}
+    done = store.finish_trial(t0.trial_id, state=TrialState.COMPLETE, value=1.5)
+    assert done.state is TrialState.COMPLETE and done.value == 1.5 and done.finished_at
+    with pytest.raises(TrialAlreadyFinishedError, match="already complete"):
+        store.finish_trial(t0.trial_id, state=TrialState.FAILED, value=None)
+    assert store.get_trial(t0.trial_id).value == 1.5  # the refused write changed nothing
+    with pytest.raises(UnknownTrialError):
+        store.finish_trial(10_000, state=TrialState.COMPLETE, value=1.0)
+    claimed = store.claim_waiting_trial(sid)
+    assert claimed.trial_id == t1.trial_id and claimed.state is TrialState.RUNNING
+    assert store.claim_waiting_trial(sid) is None
+    assert [t.number for t in store.get_trials(sid, states=[TrialState.COMPLETE])] == [0]
+
+
+def test_create_trials_is_one_transaction():
+    store = get_storage(None)
+    sid = new_study(store).study_id
+    rows = [{"state": "complete", "params": {"x": 0.1}, "value": 2.0, "source": "import"}]
+    rows.append({"state": "complete", "params": {"x": math.nan}, "value": 1.0})  # not JSON
+    with pytest.raises(ValueError):
+        store.create_trials(sid, rows)
+    assert store.get_trials(sid) == []
+    made = store.create_trials(sid, rows[:1] * 3)
+    assert [t.number for t in made] == [0, 1, 2]
+
+
+def test_list_and_delete(tmp_path):
+    store = get_storage(f"sqlite:///{tmp_path / 'l.db'}")
+    sid = new_study(store, "lo").study_id
+    hi = store.create_study("hi", direction="maximize", space=SPACE, settings={}).study_id
+    for v in (3.0, 1.0, 2.0):
+        for study_id in (sid, hi):
+            t = store.create_trial(study_id, state=TrialState.RUNNING, params={"x": 0.1})
+            store.finish_trial(t.trial_id, state=TrialState.COMPLETE, value=v)
+    store.create_trial(sid, state=TrialState.RUNNING, params={"x": 0.2})
+    summary = {s.name: s for s in store.list_studies()}
+    assert (summary["lo"].n_trials, summary["lo"].n_complete, summary["lo"].best_value) == (
+        4,
+        3,
+        1.0,
+    )
+    assert summary["hi"].best_value == 3.0
+    store.delete_study("lo")
+    assert [s.name for s in store.list_studies()] == ["hi"]
+    assert store.get_trials(sid) == []
+
+
+def test_threads_never_share_a_trial_number(tmp_path):
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    sid = new_study(get_storage(url)).study_id
+    stores = [Storage(url) for _ in range(4)]  # separate engines, like separate processes
+    numbers: list[int] = []
+
+    def work(store: Storage) -> None:
+        for _ in range(15):
+            numbers.append(store.create_trial(sid, state=TrialState.RUNNING, params={}).number)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(numbers) == list(range(60))
+
+
+def test_bad_urls_raise_storage_error(tmp_path):
+    for url in ("notadb://x", "headstart.db", "", "sqlite:////nonexistent/dir/x.db"):
+        with pytest.raises(StorageError):
+            get_storage(url)
+    with pytest.raises(StorageError, match=r"not a storage URL.*sqlite:///headstart\.db"):
+        get_storage("headstart.db")
+
+
+def test_schema_version_mismatch_is_refused(tmp_path):
+    path = tmp_path / "v.db"
+    Storage(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE headstart_version SET schema_version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StorageVersionError, match="schema version"):
+        Storage(f"sqlite:///{path}")
+
+
+def test_sqlite_file_uses_wal_and_stores_plain_json(tmp_path):
+    path = tmp_path / "j.db"
+    store = Storage(f"sqlite:///{path}")
+    sid = new_study(store).study_id
+    store.create_trial(sid, state=TrialState.RUNNING, params={"x": 0.5}, user_attrs={"a": 1})
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        text = conn.execute("SELECT params_json, user_attrs_json FROM trials").fetchone()
+    assert text == ('{"x": 0.5}', '{"a": 1}')
+
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    params=st.dictionaries(st.text(min_size=1, max_size=10), json_scalars, max_size=6),
+    value=st.floats(allow_nan=False, allow_infinity=False),
+)
+def test_trial_round_trip_is_exact(params, value):
+    store = get_storage(None)
+    sid = new_study(store).study_id
+    t = store.create_trial(sid, state=TrialState.RUNNING, params=params, user_attrs=params)
+    done = store.finish_trial(t.trial_id, state=TrialState.COMPLETE, value=value)
+    assert done.params == params and done.user_attrs == params
+    assert done.value == value and math.copysign(1, done.value) == math.copysign(1, value)
