@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Start a throw-away PostgreSQL server for the storage tests and print its SQLAlchemy URL.
+# Installs the Debian package when the server binaries are missing. Prints nothing (and exits 0)
+# when no server can be started, so the PostgreSQL tests skip instead of failing the build.
+set -uo pipefail
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ -z "$PGBIN" ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) \
+        >/dev/null 2>&1
+    PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+fi
+[ -n "$PGBIN" ] || exit 0
+DIR=$(mktemp -d /tmp/headstart-pg.XXXXXX)
+PORT=${HEADSTART_PG_PORT:-55432}
+RUN=()
+if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd -r postgres
+    chown postgres "$DIR"
+    RUN=(runuser -u postgres --)
+fi
+"${RUN[@]}" "$PGBIN/initdb" -D "$DIR/data" -U headstart --auth=trust >/dev/null 2>&1 || exit 0
+"${RUN[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/log" -w \
+    -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1 || exit 0
+echo "postgresql+psycopg://headstart@127.0.0.1:$PORT/postgres"
