@@ -1,0 +1,31 @@
+r"""Benchmarks: test functions with known optima, peer methods, a resumable runner and reports.
+
+Example:
+    >>> from headstart.benchmarks import get_task, run_benchmark
+    >>> get_task("branin").optimum  # doctest: +ELLIPSIS
+    0.3978873...
+
+``run_benchmark(["headstart-gp", "optuna-gp"], ["branin"], range(5), 30, "out.csv")`` runs every
+method x task x seed job (in parallel with ``workers > 1``), appends one tidy row per evaluation to
+the CSV as jobs finish and skips finished jobs when run again. :mod:`headstart.benchmarks.report`
+turns the CSV into plots and a markdown table; ``headstart bench`` does all of it from the shell.
+"""
+
+from __future__ import annotations
+
+from headstart.benchmarks.functions import TASKS, Task, get_task, register_task
+from headstart.benchmarks.methods import METHODS, get_method, register_method
+from headstart.benchmarks.runner import CSV_COLUMNS, BenchmarkRun, run_benchmark
+
+__all__ = [
+    "CSV_COLUMNS",
+    "METHODS",
+    "TASKS",
+    "BenchmarkRun",
+    "Task",
+    "get_method",
+    "get_task",
+    "register_method",
+    "register_task",
+    "run_benchmark",
+]

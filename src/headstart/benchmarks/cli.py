@@ -1,0 +1,143 @@
+r"""``headstart bench``: list the benchmark tasks and methods, and run them.
+
+``headstart bench run`` writes ``<out>/<name>.csv`` (tidy rows, resumable), ``<name>.png``
+(regret and overhead per task) and ``<name>.md`` (the summary table), and prints the table.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from headstart.exceptions import InvalidSettingError
+
+bench_app = typer.Typer(
+    help="Run benchmarks: methods x tasks x seeds, resumable, with plots and a summary table.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_METHODS = "headstart-gp,headstart-random,optuna-tpe,optuna-gp"
+DEFAULT_TASKS = "branin,hartmann3,hartmann6"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """Parse ``--seeds``: ``N`` (seeds 0..N-1), ``A-B`` (A..B inclusive) or ``0,3,7``.
+
+    Raises:
+        InvalidSettingError: anything else.
+    """
+    text = text.strip()
+    try:
+        if "," in text:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+        elif "-" in text.lstrip("-"):
+            low, high = text.split("-", 1)
+            seeds = list(range(int(low), int(high) + 1))
+        else:
+            seeds = list(range(int(text)))
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise InvalidSettingError(
+            f"--seeds {text!r} is not understood; use a count (10 → seeds 0..9), a range "
+            "(5-9) or a list (0,3,7)."
+        )
+    return seeds
+
+
+def _split(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+@bench_app.command("list")
+def list_() -> None:
+    """List the benchmark tasks (with their known minima) and the methods."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from headstart.benchmarks.functions import TASKS
+    from headstart.benchmarks.methods import DESCRIPTIONS, METHODS
+
+    out = Console()
+    tasks = Table("task", "dim", "known minimum", "description", title="Tasks")
+    for name, task in TASKS.items():
+        tasks.add_row(name, str(task.space.dim), f"{task.optimum:.6g}", task.description)
+    out.print(tasks)
+    methods = Table("method", "description", title="Methods")
+    for name in METHODS:
+        methods.add_row(name, DESCRIPTIONS.get(name, ""))
+    out.print(methods)
+
+
+@bench_app.command("run")
+def run(
+    methods: Annotated[
+        str, typer.Option(help="Comma-separated methods (see `headstart bench list`).")
+    ] = DEFAULT_METHODS,
+    tasks: Annotated[
+        str, typer.Option(help="Comma-separated tasks (see `headstart bench list`).")
+    ] = DEFAULT_TASKS,
+    seeds: Annotated[
+        str, typer.Option(help="Seeds: a count N (0..N-1), a range A-B or a list 0,3,7.")
+    ] = "10",
+    budget: Annotated[int, typer.Option(min=1, help="Evaluations per run.")] = 50,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Parallel worker processes (1 thread each); 1 = inline.")
+    ] = 1,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("benchmark-results"),
+    name: Annotated[
+        str, typer.Option(help="Base name of the outputs: <out>/<name>.csv, .png and .md.")
+    ] = "bench",
+    reference: Annotated[
+        str, typer.Option(help="Method the regret and overhead ratios are relative to.")
+    ] = "optuna-gp",
+    target: Annotated[
+        str, typer.Option(help="Method the verdict line judges against the reference.")
+    ] = "headstart-gp",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Run methods x tasks x seeds (resuming a previous run of the same name) and report."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from headstart.benchmarks.report import benchmark_plot, markdown_summary
+    from headstart.benchmarks.runner import run_benchmark
+
+    csv_path = out / f"{name}.csv"
+    result = run_benchmark(
+        _split(methods),
+        _split(tasks),
+        parse_seeds(seeds),
+        budget,
+        csv_path,
+        workers=workers,
+        progress=not quiet,
+    )
+    err = Console(stderr=True)
+    frame = result.frame()
+    if frame.empty:
+        err.print("[red]No complete runs in the results; nothing to report.[/]")
+        raise typer.Exit(1)
+    png = benchmark_plot(frame, out / f"{name}.png")
+    text = markdown_summary(frame, reference=reference, target=target)
+    md = out / f"{name}.md"
+    md.write_text(f"# Benchmark {name}\n\n{text}")
+    out = Console()
+    if out.is_terminal:
+        out.print(Markdown(text))
+    else:  # piped: the plain markdown
+        sys.stdout.write(text)
+    err.print(
+        f"{len(result.completed)} jobs run, {len(result.skipped)} skipped (already done), "
+        f"{len(result.failed)} failed. Wrote {csv_path}, {png} and {md}."
+    )
+    if result.failed:
+        raise typer.Exit(1)
+
+
+__all__ = ["bench_app", "parse_seeds"]

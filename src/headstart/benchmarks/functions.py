@@ -1,0 +1,281 @@
+r"""Test functions with known minima, wrapped as benchmark :class:`Task` objects.
+
+Every task is a minimisation problem over a :class:`~headstart.space.SearchSpace` with a known
+global minimum, so the simple regret ``best value so far - optimum`` can be reported. The
+implementations are vectorised numpy: :meth:`Task.objective` takes one configuration dict, and
+the module-level functions (``branin``, ``hartmann3`` ...) take an ``n x d`` array.
+
+References:
+    .. [Dixon1978] L. C. W. Dixon and G. P. Szego. The global optimization problem: an
+       introduction. Towards Global Optimisation 2, 1978 (Branin, Hartmann 3 and 6).
+    .. [Forrester2008] A. Forrester, A. Sobester and A. Keane. Engineering Design via Surrogate
+       Modelling, Wiley 2008, p. 83 (the one-dimensional Forrester function).
+    .. [SurjanovicBingham] S. Surjanovic and D. Bingham. Virtual Library of Simulation
+       Experiments, https://www.sfu.ca/~ssurjano (argmins used in the tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from headstart.exceptions import InvalidSettingError
+from headstart.space import Float, SearchSpace
+
+
+@dataclass(frozen=True)
+class Task:
+    r"""A minimisation problem with a known optimum.
+
+    Args:
+        name: Registry key (lowercase, no spaces), e.g. ``"branin"``.
+        space: The search space the optimisers see.
+        objective: ``objective(params) -> float`` to minimise; must be a module-level function
+            (or another picklable callable) so the task can be sent to worker processes.
+        optimum: The known global minimum value.
+        description: One line shown by ``headstart bench list``.
+
+    Example:
+        >>> from headstart.benchmarks.functions import get_task
+        >>> task = get_task("branin")
+        >>> abs(task.objective({"x1": math.pi, "x2": 2.275}) - task.optimum) < 1e-9
+        True
+    """
+
+    name: str
+    space: SearchSpace
+    objective: Callable[[Mapping[str, Any]], float]
+    optimum: float
+    description: str = ""
+
+    @property
+    def dim(self) -> int:
+        """Number of free parameters."""
+        return self.space.dim
+
+    def evaluate(self, params: Mapping[str, Any]) -> float:
+        """Alias of :attr:`objective` (one configuration → one float)."""
+        return float(self.objective(params))
+
+    def regret(self, value: float) -> float:
+        """Simple regret ``value - optimum`` (>= 0 up to rounding for a correct optimum)."""
+        return float(value) - self.optimum
+
+
+# --- vectorised test functions (n x d arrays → n values) ------------------------------------------
+def branin(X: np.ndarray) -> np.ndarray:
+    r"""Branin-Hoo ([Dixon1978]_) on ``x1 in [-5, 10]``, ``x2 in [0, 15]``.
+
+    f(x) = (x2 - b x1^2 + c x1 - r)^2 + s (1 - t) cos(x1) + s, with b = 5.1 / (4 pi^2),
+    c = 5 / pi, r = 6, s = 10, t = 1 / (8 pi); minimum 0.397887 at (-pi, 12.275), (pi, 2.275)
+    and (9.42478, 2.475).
+
+    Args:
+        X: `n x 2` array.
+
+    Returns:
+        `n` array of values.
+    """
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    x1, x2 = X[:, 0], X[:, 1]
+    b, c, r, s, t = 5.1 / (4 * math.pi**2), 5 / math.pi, 6.0, 10.0, 1 / (8 * math.pi)
+    return (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - t) * np.cos(x1) + s
+
+
+_HARTMANN_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
+_HARTMANN3_A = np.array(
+    [[3.0, 10.0, 30.0], [0.1, 10.0, 35.0], [3.0, 10.0, 30.0], [0.1, 10.0, 35.0]]
+)
+_HARTMANN3_P = 1e-4 * np.array(
+    [[3689, 1170, 2673], [4699, 4387, 7470], [1091, 8732, 5547], [381, 5743, 8828]]
+)
+_HARTMANN6_A = np.array(
+    [
+        [10.0, 3.0, 17.0, 3.5, 1.7, 8.0],
+        [0.05, 10.0, 17.0, 0.1, 8.0, 14.0],
+        [3.0, 3.5, 1.7, 10.0, 17.0, 8.0],
+        [17.0, 8.0, 0.05, 10.0, 0.1, 14.0],
+    ]
+)
+_HARTMANN6_P = 1e-4 * np.array(
+    [
+        [1312, 1696, 5569, 124, 8283, 5886],
+        [2329, 4135, 8307, 3736, 1004, 9991],
+        [2348, 1451, 3522, 2883, 3047, 6650],
+        [4047, 8828, 8732, 5743, 1091, 381],
+    ]
+)
+
+
+def _hartmann(X: np.ndarray, A: np.ndarray, P: np.ndarray) -> np.ndarray:
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    sq = (X[:, None, :] - P[None, :, :]) ** 2  # n x 4 x d
+    return -np.exp(-(sq * A[None]).sum(-1)) @ _HARTMANN_ALPHA  # n
+
+
+def hartmann3(X: np.ndarray) -> np.ndarray:
+    r"""Hartmann 3-D ([Dixon1978]_) on ``[0, 1]^3``.
+
+    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); minimum -3.86278 at
+    (0.114589, 0.555649, 0.852547).
+
+    Args:
+        X: `n x 3` array.
+
+    Returns:
+        `n` array of values.
+    """
+    return _hartmann(X, _HARTMANN3_A, _HARTMANN3_P)
+
+
+def hartmann6(X: np.ndarray) -> np.ndarray:
+    r"""Hartmann 6-D ([Dixon1978]_) on ``[0, 1]^6``.
+
+    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); minimum -3.32237 at
+    (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573).
+
+    Args:
+        X: `n x 6` array.
+
+    Returns:
+        `n` array of values.
+    """
+    return _hartmann(X, _HARTMANN6_A, _HARTMANN6_P)
+
+
+def forrester(X: np.ndarray) -> np.ndarray:
+    r"""Forrester ([Forrester2008]_) on ``[0, 1]``.
+
+    f(x) = (6 x - 2)^2 sin(12 x - 4); minimum -6.02074 at x = 0.757249.
+
+    Args:
+        X: `n x 1` array (or `n` array).
+
+    Returns:
+        `n` array of values.
+    """
+    x = np.asarray(X, dtype=np.float64).reshape(-1)
+    return (6 * x - 2) ** 2 * np.sin(12 * x - 4)
+
+
+# --- dict objectives (module-level, hence picklable for worker processes) ------------------------
+def _row(params: Mapping[str, Any], names: tuple[str, ...]) -> np.ndarray:
+    return np.array([[float(params[n]) for n in names]])
+
+
+def _branin_objective(params: Mapping[str, Any]) -> float:
+    return float(branin(_row(params, ("x1", "x2")))[0])
+
+
+def _hartmann3_objective(params: Mapping[str, Any]) -> float:
+    return float(hartmann3(_row(params, ("x1", "x2", "x3")))[0])
+
+
+def _hartmann6_objective(params: Mapping[str, Any]) -> float:
+    return float(hartmann6(_row(params, tuple(f"x{i}" for i in range(1, 7))))[0])
+
+
+def _forrester_objective(params: Mapping[str, Any]) -> float:
+    return float(forrester(_row(params, ("x",)))[0])
+
+
+def _unit_cube(names: list[str]) -> SearchSpace:
+    return SearchSpace({n: Float(0.0, 1.0) for n in names})
+
+
+# --- registry --------------------------------------------------------------------------------------
+TASKS: dict[str, Task] = {}
+
+
+def register_task(task: Task, *, overwrite: bool = False) -> Task:
+    """Add a task to :data:`TASKS` (for ``headstart bench`` and :func:`get_task`).
+
+    Args:
+        task: The task; its ``name`` is the registry key.
+        overwrite: Replace an existing task of the same name instead of raising.
+
+    Returns:
+        The task, so this can be used inline.
+
+    Raises:
+        InvalidSettingError: not a Task, or the name is taken and ``overwrite`` is False.
+    """
+    if not isinstance(task, Task):
+        raise InvalidSettingError(
+            f"register_task expects a headstart.benchmarks.Task; got {type(task).__name__}."
+        )
+    if task.name in TASKS and not overwrite:
+        raise InvalidSettingError(
+            f"A task named {task.name!r} is already registered; pick another name or pass "
+            "overwrite=True."
+        )
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    """The registered task called ``name``.
+
+    Raises:
+        InvalidSettingError: no such task (the message lists the valid names).
+    """
+    try:
+        return TASKS[name]
+    except (KeyError, TypeError):
+        raise InvalidSettingError(
+            f"Unknown benchmark task {name!r}; choose one of {', '.join(sorted(TASKS))} "
+            "(or add one with headstart.benchmarks.register_task)."
+        ) from None
+
+
+register_task(
+    Task(
+        "branin",
+        SearchSpace({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)}),
+        _branin_objective,
+        0.397887357729739,
+        "Branin-Hoo, 2-D, three global minima (0.397887)",
+    )
+)
+register_task(
+    Task(
+        "hartmann3",
+        _unit_cube(["x1", "x2", "x3"]),
+        _hartmann3_objective,
+        -3.862779787332663,
+        "Hartmann, 3-D on [0, 1]^3, four local minima (-3.86278)",
+    )
+)
+register_task(
+    Task(
+        "hartmann6",
+        _unit_cube([f"x{i}" for i in range(1, 7)]),
+        _hartmann6_objective,
+        -3.32236801141551,
+        "Hartmann, 6-D on [0, 1]^6, six local minima (-3.32237)",
+    )
+)
+register_task(
+    Task(
+        "forrester",
+        SearchSpace({"x": Float(0.0, 1.0)}),
+        _forrester_objective,
+        -6.020740055767083,
+        "Forrester, 1-D on [0, 1], one local and one global minimum (-6.02074)",
+    )
+)
+
+__all__ = [
+    "TASKS",
+    "Task",
+    "branin",
+    "forrester",
+    "get_task",
+    "hartmann3",
+    "hartmann6",
+    "register_task",
+]

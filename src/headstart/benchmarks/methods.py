@@ -1,0 +1,307 @@
+r"""Optimisation methods the benchmark runs: headstart itself and its peers, behind one signature.
+
+A method is a callable ``run(task, seed, budget) -> list[dict]`` that spends ``budget``
+evaluations of ``task.objective`` and returns one record per evaluation, in order, with at least:
+
+* ``iteration``: 1-based evaluation number;
+* ``value``: the objective value at that evaluation;
+* ``best_value``: the minimum of ``value`` so far;
+* ``seconds_suggest``: wall-clock seconds spent choosing the point (the objective's own time is
+  excluded).
+
+Suggestion overhead is measured the same way for every method: the wall-clock time of the call
+that returns the next configuration (``study.ask()`` for headstart and Optuna; model fit +
+acquisition optimisation + decoding for the BoTorch loop).
+
+Model-based methods use the same initial-design size, ``min(2 d + 1, budget // 5)`` (at least 1),
+the default of :func:`headstart.strategy.default_n_initial`. Third-party imports (optuna, torch,
+botorch) happen inside the methods, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from headstart.benchmarks.functions import Task
+from headstart.exceptions import InvalidSettingError
+from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
+from headstart.strategy import default_n_initial
+
+Method = Callable[[Task, int, int], list[dict[str, Any]]]
+
+METHODS: dict[str, Method] = {}
+DESCRIPTIONS: dict[str, str] = {}
+
+
+def register_method(
+    name: str, fn: Method, *, description: str = "", overwrite: bool = False
+) -> Method:
+    """Add a method to :data:`METHODS`.
+
+    Args:
+        name: Registry key used on the command line (``--methods``).
+        fn: ``fn(task, seed, budget) -> list[dict]``; a module-level function, so that worker
+            processes can receive it.
+        description: One line shown by ``headstart bench list``.
+        overwrite: Replace an existing method of the same name instead of raising.
+
+    Returns:
+        ``fn``, so this can be used inline.
+
+    Raises:
+        InvalidSettingError: ``fn`` is not callable, or the name is taken.
+    """
+    if not callable(fn):
+        raise InvalidSettingError(f"register_method expects a callable; got {fn!r}.")
+    if name in METHODS and not overwrite:
+        raise InvalidSettingError(
+            f"A method named {name!r} is already registered; pick another name or pass "
+            "overwrite=True."
+        )
+    METHODS[name] = fn
+    DESCRIPTIONS[name] = description or (fn.__doc__ or "").strip().split("\n")[0]
+    return fn
+
+
+def get_method(name: str) -> Method:
+    """The registered method called ``name``.
+
+    Raises:
+        InvalidSettingError: no such method (the message lists the valid names).
+    """
+    try:
+        return METHODS[name]
+    except (KeyError, TypeError):
+        raise InvalidSettingError(
+            f"Unknown benchmark method {name!r}; choose one of {', '.join(sorted(METHODS))} "
+            "(or add one with headstart.benchmarks.register_method)."
+        ) from None
+
+
+def n_initial_for(task: Task, budget: int) -> int:
+    """Initial-design size shared by every model-based method: ``min(2 d + 1, budget // 5)``."""
+    return default_n_initial(task.space.dim, budget)
+
+
+class _Recorder:
+    """Evaluates the objective and accumulates the per-evaluation records."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.records: list[dict[str, Any]] = []
+        self.best = float("inf")
+
+    def evaluate(self, params: dict[str, Any], seconds_suggest: float) -> float:
+        value = float(self.task.objective(params))
+        self.best = min(self.best, value)
+        self.records.append(
+            {
+                "iteration": len(self.records) + 1,
+                "value": value,
+                "best_value": self.best,
+                "seconds_suggest": float(seconds_suggest),
+            }
+        )
+        return value
+
+
+# --- headstart ------------------------------------------------------------------------------------
+def _warm_imports(*modules: str) -> None:
+    """Import lazily loaded modules up front, so no suggestion is charged for an import."""
+    import importlib
+    from contextlib import suppress
+
+    for name in modules:
+        with suppress(ImportError):  # a missing module fails later, inside the timed call
+            importlib.import_module(name)
+
+
+def _run_headstart(task: Task, seed: int, budget: int, method: str) -> list[dict[str, Any]]:
+    import headstart as hs
+
+    if method == "gp":
+        _warm_imports("headstart._gp")
+
+    study = hs.create_study(
+        f"bench-{task.name}-{method}-{seed}",
+        task.space,
+        direction="minimize",
+        storage=None,
+        method=method,
+        seed=seed,
+        budget=budget,
+    )
+    recorder = _Recorder(task)
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        trial = study.ask()
+        seconds = time.perf_counter() - t0
+        study.tell(trial, recorder.evaluate(trial.params, seconds))
+    return recorder.records
+
+
+def run_headstart_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart GP-BO (method="gp", defaults: Sobol init, Matérn-5/2 GP, LogEI)."""
+    return _run_headstart(task, seed, budget, "gp")
+
+
+def run_headstart_random(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart random search (method="random")."""
+    return _run_headstart(task, seed, budget, "random")
+
+
+# --- optuna ---------------------------------------------------------------------------------------
+def optuna_distributions(space: SearchSpace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Map a headstart space to Optuna distributions.
+
+    Returns:
+        ``(distributions, fixed)``: Optuna distributions of the free parameters and the values of
+        the ``Fixed`` ones (added to every configuration). Priors are ignored: Optuna's samplers
+        have no notion of them.
+    """
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    distributions: dict[str, Any] = {}
+    fixed: dict[str, Any] = {}
+    for name, p in space.items():
+        if isinstance(p, Float):
+            distributions[name] = FloatDistribution(p.low, p.high, log=p.log)
+        elif isinstance(p, Int):
+            distributions[name] = IntDistribution(p.low, p.high, log=p.log)
+        elif isinstance(p, Categorical):
+            distributions[name] = CategoricalDistribution(list(p.choices))
+        elif isinstance(p, Fixed):
+            fixed[name] = p.value
+        else:  # pragma: no cover - SearchSpace only holds the four kinds
+            raise InvalidSettingError(f"Cannot map parameter {name!r} ({p!r}) to Optuna.")
+    return distributions, fixed
+
+
+def _run_optuna(task: Task, seed: int, budget: int, sampler: Any) -> list[dict[str, Any]]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    distributions, fixed = optuna_distributions(task.space)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    recorder = _Recorder(task)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        for _ in range(budget):
+            t0 = time.perf_counter()
+            trial = study.ask(distributions)  # every parameter is sampled inside ask()
+            seconds = time.perf_counter() - t0
+            params = {**trial.params, **fixed}
+            study.tell(trial, recorder.evaluate(params, seconds))
+    return recorder.records
+
+
+def run_optuna_tpe(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """Optuna TPESampler with default settings (seeded)."""
+    import optuna
+
+    return _run_optuna(task, seed, budget, optuna.samplers.TPESampler(seed=seed))
+
+
+def run_optuna_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """Optuna GPSampler (same initial-design size as headstart, deterministic_objective=True)."""
+    import optuna
+
+    _warm_imports(  # GPSampler loads these lazily at its first model-based suggestion
+        "torch",
+        "optuna._gp.search_space",
+        "optuna._gp.gp",
+        "optuna._gp.optim_mixed",
+        "optuna._gp.acqf",
+        "optuna._gp.prior",
+    )
+    with warnings.catch_warnings():  # deterministic_objective is experimental in Optuna 5
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.GPSampler(
+            seed=seed,
+            n_startup_trials=n_initial_for(task, budget),
+            deterministic_objective=True,  # the test functions are noiseless
+        )
+    return _run_optuna(task, seed, budget, sampler)
+
+
+# --- plain BoTorch ----------------------------------------------------------------------------------
+# NOTE: the defaults of the BoTorch tutorials ("closed-loop BO"), not tuned for speed.
+_BOTORCH_NUM_RESTARTS = 10
+_BOTORCH_RAW_SAMPLES = 512
+
+
+def run_botorch_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """Default BoTorch loop: Sobol init, SingleTaskGP, fit_gpytorch_mll, LogEI, optimize_acqf."""
+    import torch
+    from botorch.acquisition import LogExpectedImprovement
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from botorch.optim import optimize_acqf
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+    from torch.quasirandom import SobolEngine
+
+    space = task.space
+    dim = space.dim
+    dtype = torch.float64
+    torch.manual_seed(seed)
+    bounds = torch.stack([torch.zeros(dim, dtype=dtype), torch.ones(dim, dtype=dtype)])
+    n_init = n_initial_for(task, budget)
+    t0 = time.perf_counter()
+    design = SobolEngine(dim, scramble=True, seed=seed).draw(n_init, dtype=dtype).numpy()
+    design_seconds = (time.perf_counter() - t0) / n_init
+    recorder = _Recorder(task)
+    configs: list[dict[str, Any]] = []
+    values: list[float] = []
+    for i in range(budget):
+        t0 = time.perf_counter()
+        if i < n_init:
+            params = space.decode(design[i])[0]
+            seconds = design_seconds + time.perf_counter() - t0
+        else:
+            train_X = torch.as_tensor(space.encode(configs), dtype=dtype)
+            train_Y = -torch.tensor(values, dtype=dtype).unsqueeze(-1)  # BoTorch maximizes
+            model = SingleTaskGP(train_X, train_Y)  # Standardize outcome transform by default
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            acqf = LogExpectedImprovement(model, best_f=train_Y.max())
+            candidate, _ = optimize_acqf(
+                acqf,
+                bounds=bounds,
+                q=1,
+                num_restarts=_BOTORCH_NUM_RESTARTS,
+                raw_samples=_BOTORCH_RAW_SAMPLES,
+            )
+            params = space.decode(candidate.detach().numpy()[0])[0]
+            seconds = time.perf_counter() - t0
+        value = recorder.evaluate(params, seconds)
+        configs.append(params)
+        values.append(value)
+    return recorder.records
+
+
+register_method("headstart-gp", run_headstart_gp)
+register_method("headstart-random", run_headstart_random)
+register_method("optuna-tpe", run_optuna_tpe)
+register_method("optuna-gp", run_optuna_gp)
+register_method("botorch-gp", run_botorch_gp)
+
+__all__ = [
+    "DESCRIPTIONS",
+    "METHODS",
+    "Method",
+    "get_method",
+    "n_initial_for",
+    "optuna_distributions",
+    "register_method",
+    "run_botorch_gp",
+    "run_headstart_gp",
+    "run_headstart_random",
+    "run_optuna_gp",
+    "run_optuna_tpe",
+]

@@ -1,0 +1,284 @@
+"""Benchmark harness: test functions, methods, the resumable runner, reports and the CLI."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import headstart as hs
+from headstart.benchmarks import functions, methods, report, runner
+from headstart.benchmarks.cli import parse_seeds
+from headstart.benchmarks.functions import TASKS, Task, get_task, register_task
+from headstart.benchmarks.methods import get_method, optuna_distributions, register_method
+from headstart.benchmarks.runner import CSV_COLUMNS, read_results, run_benchmark
+
+ARGMINS = {
+    "branin": [(-math.pi, 12.275), (math.pi, 2.275), (9.42478, 2.475)],
+    "hartmann3": [(0.114614, 0.555649, 0.852547)],
+    "hartmann6": [(0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573)],
+    "forrester": [(0.757249,)],
+}
+
+
+# --- test functions --------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(ARGMINS))
+def test_optimum_value_at_known_argmins(name):
+    task = get_task(name)
+    for argmin in ARGMINS[name]:
+        params = dict(zip(task.space, argmin, strict=True))
+        assert task.objective(params) == pytest.approx(task.optimum, abs=1e-5)
+        assert task.evaluate(params) == task.objective(params)
+
+
+@pytest.mark.parametrize("name", sorted(ARGMINS))
+def test_random_points_are_not_below_the_optimum(name):
+    task = get_task(name)
+    configs = task.space.sample(500, rng=np.random.default_rng(0))
+    values = np.array([task.objective(c) for c in configs])
+    assert np.all(values >= task.optimum - 1e-9)
+
+
+def test_vectorised_functions_match_the_dict_objectives():
+    X = np.random.default_rng(1).random((7, 6))
+    task = get_task("hartmann6")
+    expected = [task.objective(dict(zip(task.space, x, strict=True))) for x in X]
+    np.testing.assert_allclose(functions.hartmann6(X), expected)
+    assert functions.branin(np.array([[math.pi, 2.275]])).shape == (1,)
+
+
+def test_unknown_task_lists_valid_names_and_registry_refuses_duplicates():
+    with pytest.raises(hs.InvalidSettingError, match=r"branin.*hartmann3"):
+        get_task("rosenbrock")
+    with pytest.raises(hs.InvalidSettingError, match="already registered"):
+        register_task(get_task("branin"))
+    with pytest.raises(hs.InvalidSettingError, match="Task"):
+        register_task("branin")
+
+
+def test_register_task_adds_a_task():
+    space = hs.SearchSpace({"x": hs.Float(-1.0, 1.0)})
+    task = register_task(Task("test-square", space, _square, 0.0, "x^2"), overwrite=True)
+    try:
+        assert get_task("test-square") is task and task.regret(0.25) == 0.25
+    finally:
+        TASKS.pop("test-square")
+
+
+def _square(params):
+    return params["x"] ** 2
+
+
+# --- methods ---------------------------------------------------------------------------------------
+def _check_records(records, budget):
+    assert [r["iteration"] for r in records] == list(range(1, budget + 1))
+    values = [r["value"] for r in records]
+    assert [r["best_value"] for r in records] == list(np.minimum.accumulate(values))
+    assert all(r["seconds_suggest"] >= 0 for r in records)
+
+
+@pytest.mark.parametrize("name", ["headstart-random", "optuna-tpe", "optuna-gp"])
+def test_method_returns_well_formed_records(name):
+    records = get_method(name)(get_task("branin"), 0, 4)
+    _check_records(records, 4)
+    again = get_method(name)(get_task("branin"), 0, 4)
+    assert [r["value"] for r in again] == [r["value"] for r in records]  # seeded
+
+
+def test_headstart_gp_returns_well_formed_records():
+    pytest.importorskip("headstart._gp", exc_type=ImportError)
+    try:
+        from headstart._gp import GPOptimizer  # noqa: F401
+    except ImportError:
+        pytest.skip("the GP engine (headstart._gp.GPOptimizer) is not available yet")
+    _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_botorch_gp_returns_well_formed_records():
+    _check_records(get_method("botorch-gp")(get_task("forrester"), 0, 3), 3)
+
+
+def test_optuna_distributions_map_every_parameter_kind():
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    space = hs.SearchSpace(
+        {
+            "lr": hs.Float(1e-4, 1e-1, log=True),
+            "layers": hs.Int(1, 8),
+            "opt": hs.Categorical(["adam", "sgd"]),
+            "seed": 3,
+        }
+    )
+    dists, fixed = optuna_distributions(space)
+    assert dists["lr"] == FloatDistribution(1e-4, 1e-1, log=True)
+    assert dists["layers"] == IntDistribution(1, 8)
+    assert dists["opt"] == CategoricalDistribution(["adam", "sgd"])
+    assert fixed == {"seed": 3}
+
+
+def test_unknown_method_lists_valid_names():
+    with pytest.raises(hs.InvalidSettingError, match="optuna-gp"):
+        get_method("hyperopt")
+    with pytest.raises(hs.InvalidSettingError, match="already registered"):
+        register_method("optuna-gp", methods.run_optuna_gp)
+
+
+# --- runner ----------------------------------------------------------------------------------------
+def _fail(task, seed, budget):
+    raise RuntimeError(f"boom on seed {seed}")
+
+
+def _too_short(task, seed, budget):
+    return methods.run_headstart_random(task, seed, budget)[:-1]
+
+
+register_method("test-fail", _fail, description="always raises", overwrite=True)
+register_method("test-short", _too_short, description="one record short", overwrite=True)
+
+
+def test_runner_writes_tidy_rows_and_skips_finished_jobs(tmp_path):
+    out = tmp_path / "r.csv"
+    first = run_benchmark(["headstart-random"], ["forrester"], [0, 1], 3, out, progress=False)
+    assert len(first.completed) == 2 and not first.skipped and not first.failed
+    frame = read_results(out)
+    assert tuple(frame.columns) == CSV_COLUMNS and len(frame) == 6
+    np.testing.assert_allclose(frame["regret"], frame["best_value"] - get_task("forrester").optimum)
+    text = out.read_text()
+    again = run_benchmark(["headstart-random"], ["forrester"], [0, 1], 3, out, progress=False)
+    assert len(again.skipped) == 2 and not again.completed and out.read_text() == text
+
+
+def test_runner_drops_partial_jobs_and_reruns_them(tmp_path):
+    out = tmp_path / "r.csv"
+    header = ",".join(CSV_COLUMNS)
+    done = [f"headstart-random,forrester,0,3,{i},123.0,123.0,129.0,0.01" for i in (1, 2, 3)]
+    partial = [f"headstart-random,forrester,1,3,{i},5.0,5.0,11.0,0.01" for i in (1, 2)]
+    torn = "headstart-random,forrester,1,3,3,5.0"
+    out.write_text("\n".join([header, *done, *partial, torn]))
+    run = run_benchmark(["headstart-random"], ["forrester"], [0, 1], 3, out, progress=False)
+    assert run.dropped_rows == 3
+    assert [j.seed for j in run.skipped] == [0] and [j.seed for j in run.completed] == [1]
+    frame = read_results(out)
+    assert len(frame) == 6
+    assert (frame[frame["seed"] == 0]["value"] == 123.0).all()  # finished job kept as is
+    assert (frame[frame["seed"] == 1]["value"] != 5.0).all()  # partial job rerun
+    assert len(out.read_text().splitlines()) == 7
+
+
+def test_failing_method_is_reported_and_does_not_stop_the_others(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    run = run_benchmark(
+        ["test-fail", "test-short", "headstart-random"], ["forrester"], [0], 3, out, progress=False
+    )
+    assert [j.method for j in run.completed] == ["headstart-random"]
+    failed = dict((j.method, msg) for j, msg in run.failed)
+    assert "boom on seed 0" in failed["test-fail"] and "2 records" in failed["test-short"]
+    err = capsys.readouterr().err
+    assert "warning" in err and "boom on seed 0" in err
+    assert set(read_results(out)["method"]) == {"headstart-random"}
+
+
+def test_runner_validates_its_arguments(tmp_path):
+    with pytest.raises(hs.InvalidSettingError, match="budget"):
+        run_benchmark(["headstart-random"], ["branin"], [0], 0, tmp_path / "a.csv")
+    with pytest.raises(hs.InvalidSettingError, match="rosenbrock"):
+        run_benchmark(["headstart-random"], ["rosenbrock"], [0], 2, tmp_path / "a.csv")
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(hs.InvalidSettingError, match="not a headstart benchmark CSV"):
+        run_benchmark(["headstart-random"], ["branin"], [0], 2, other)
+    with pytest.raises(hs.InvalidSettingError, match="module-level"):
+        runner._check_picklable("lambda", lambda t, s, b: [], "method")
+
+
+def test_runner_in_worker_processes(tmp_path):
+    # A builtin as objective keeps the task picklable without importing this test module in the
+    # spawned workers; math.sqrt(dict) raises TypeError, so that task's jobs fail.
+    bad = Task("test-bad", hs.SearchSpace({"x": hs.Float(0.0, 1.0)}), math.sqrt, 0.0)
+    register_task(bad, overwrite=True)
+    out = tmp_path / "r.csv"
+    try:
+        run = run_benchmark(
+            ["headstart-random"], ["branin", "test-bad"], [0, 1], 2, out, workers=2, progress=False
+        )
+    finally:
+        TASKS.pop("test-bad")
+    assert len(run.completed) == 2 and len(run.failed) == 2
+    assert all("TypeError" in msg for _, msg in run.failed)
+    inline = run_benchmark(["headstart-random"], ["branin"], [0, 1], 2, tmp_path / "i.csv")
+    assert inline.frame()["value"].tolist() == read_results(out)["value"].tolist()
+
+
+# --- reports ---------------------------------------------------------------------------------------
+def _synthetic_frame() -> pd.DataFrame:
+    rows = []
+    for task in ("branin", "hartmann3"):
+        for method, seeds, regret, seconds in (
+            ("headstart-gp", 3, 0.5, 0.2),
+            ("optuna-gp", 2, 1.0, 0.1),
+            ("headstart-random", 2, 4.0, 0.001),
+        ):
+            for seed in range(seeds):
+                for it in (1, 2, 3):
+                    r = regret * (4 - it) * (1 + 0.1 * seed)
+                    rows.append([method, task, seed, 3, it, r, r, r, seconds])
+    return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+
+
+def test_report_plots_and_markdown(tmp_path):
+    df = _synthetic_frame()
+    for fn in (report.regret_plot, report.overhead_plot, report.benchmark_plot):
+        path = fn(df, tmp_path / f"{fn.__name__}.png")
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    text = report.markdown_summary(df, reference="optuna-gp", target="headstart-gp")
+    assert text.count("### ") == 2
+    assert "| **headstart-gp** | 3 | 0.55 ± 0.0289 | 0.524 | 0.2 | 2 |" in text
+    assert "| optuna-gp | 2 | 1.05 ± 0.05 | 1 | 0.1 | 1 |" in text
+    assert text.count("target missed: overhead ratio 2 > 1 (3 vs 2 seeds)") == 2
+    swapped = report.markdown_summary(df, reference="headstart-gp", target="optuna-gp")
+    assert "target missed: regret ratio 1.91 > 1 (2 vs 3 seeds)" in swapped
+    met = report.markdown_summary(df, reference="headstart-random", target="headstart-random")
+    assert "target met" in met
+    missing = report.markdown_summary(df, target="botorch-gp")
+    assert "cannot judge botorch-gp vs optuna-gp: no results for botorch-gp" in missing
+
+
+def test_report_refuses_empty_frames(tmp_path):
+    with pytest.raises(hs.InvalidSettingError, match="no rows"):
+        report.markdown_summary(pd.DataFrame(columns=list(CSV_COLUMNS)))
+
+
+# --- CLI -------------------------------------------------------------------------------------------
+def test_parse_seeds():
+    assert parse_seeds("3") == [0, 1, 2]
+    assert parse_seeds("5-7") == [5, 6, 7]
+    assert parse_seeds("0,4") == [0, 4]
+    with pytest.raises(hs.InvalidSettingError, match="count"):
+        parse_seeds("many")
+
+
+def test_cli_bench_list_and_run(tmp_path):
+    from headstart.cli import app
+
+    cli = CliRunner()
+    listing = cli.invoke(app, ["bench", "list"])
+    assert listing.exit_code == 0, listing.output
+    for name in ("branin", "hartmann6", "optuna-gp", "botorch-gp", "headstart-gp"):
+        assert name in listing.output
+    args = ["bench", "run", "--methods", "headstart-random,optuna-tpe", "--tasks", "forrester"]
+    args += ["--seeds", "2", "--budget", "3", "--out", str(tmp_path), "--name", "t", "-q"]
+    args += ["--target", "optuna-tpe", "--reference", "headstart-random"]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert len(read_results(tmp_path / "t.csv")) == 12
+    assert (tmp_path / "t.png").stat().st_size > 5000
+    assert "Verdict" in (tmp_path / "t.md").read_text()
