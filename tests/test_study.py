@@ -72,6 +72,17 @@ def test_initial_design_is_sobol_then_model():
     assert study.trials[0].params == first
 
 
+def test_pending_trials_are_not_suggested_twice():
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    study = hs.create_study("p", space, storage=None, seed=0, n_initial=5)
+    for _ in range(8):
+        trial = study.ask()
+        study.tell(trial, (trial.params["x"] - 0.3) ** 2 + (trial.params["y"] - 0.6) ** 2)
+    first, second = study.ask(), study.ask()  # two workers, neither has told yet
+    gap = math.dist(list(first.params.values()), list(second.params.values()))
+    assert gap > 1e-3
+
+
 def test_default_initial_design_size():
     from headstart.strategy import default_n_initial
 

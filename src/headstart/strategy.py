@@ -91,6 +91,7 @@ class Strategy:
         *,
         design_index: int,
         trial_number: int,
+        pending: Sequence[Mapping] = (),
     ) -> dict:
         """Next configuration.
 
@@ -99,13 +100,18 @@ class Strategy:
             values: Their objective values in the *maximize* convention (already sign-flipped).
             design_index: How many suggestions the strategy has made before (Sobol index).
             trial_number: Number of the trial being created (seeds this suggestion).
+            pending: Configurations being evaluated right now (e.g. by other workers). The model
+                sees them with the worst observed value (the "constant liar" of Ginsbourger et
+                al., 2010), so parallel workers are not sent to the same point.
         """
         rng = np.random.default_rng([self.seed, trial_number])
         if self.method == "random":
             return self.space.decode(rng.random(self.space.dim))[0]
         if len(completed) < self.n_initial:
             return self.space.decode(sobol_point(self.space.dim, design_index, self.seed))[0]
-        train_X = self.space.encode(completed)
+        train_X = self.space.encode(list(completed) + list(pending))
         train_y = np.asarray(values, dtype=np.float64)
+        if len(pending):
+            train_y = np.concatenate([train_y, np.full(len(pending), train_y.min())])
         x = self._gp_engine().suggest(train_X, train_y, rng=rng)
         return self.space.decode(x)[0]

@@ -162,6 +162,7 @@ class Study:
             [self._to_max(r.value) for r in done],
             design_index=design_index,
             trial_number=len(records),
+            pending=[r.params for r in records if r.state == TrialState.RUNNING],
         )
         params = self.space.validate(params)
         seconds = time.perf_counter() - t0

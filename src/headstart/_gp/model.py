@@ -1,0 +1,299 @@
+r"""Exact GP regression: robust Cholesky, MAP hyperparameter fit, batched posterior.
+
+Model (Rasmussen & Williams 2006, Ch. 2): ``y = f(X) + eps``, ``f ~ GP(0, k)``,
+``eps ~ N(0, sigma^2 I)``, on standardized ``y`` (mean 0, standard deviation 1) and ``X`` in
+``[0, 1]^d``; ``k`` is :func:`headstart._gp.kernel.kernel`.
+
+With ``K = k(X, X) + sigma^2 I = L L^T`` and ``alpha = K^{-1} y``:
+
+    log p(y | theta) = -1/2 y^T alpha - sum_i log L_ii - n/2 log(2 pi)          (R&W Eq. 2.30)
+    mean(x)  = k(x, X) alpha                                                    (R&W Eq. 2.25)
+    var(x)   = s - ||L^{-1} k(X, x)||^2                                         (R&W Eq. 2.26)
+
+Hyperparameters ``theta = (w, s, sigma^2)`` (``w = 1/ell^2``) are fitted by MAP with the priors
+of :mod:`headstart._gp.prior`. They are optimized as ``raw = (log w, log s, log(sigma^2 -
+sigma^2_min))`` (positivity without constraints, as Optuna's engine does) with SciPy's L-BFGS-B
+and torch autograd gradients, all in float64. Per-column squared differences of the training
+inputs are computed once per fit, so each objective evaluation is one matmul, one Matérn map, one
+Cholesky and one triangular solve.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+import torch
+
+from headstart._gp.kernel import kernel_from_sq_diffs, matern52_np, pairwise_sq_diffs, sq_dist_np
+from headstart._gp.prior import DEFAULT_PRIOR, log_hyperprior
+from headstart.exceptions import ModelFittingError, NumericsWarning
+
+MIN_NOISE = (
+    1e-6  # smallest noise variance (standardized units); deterministic objectives are common
+)
+_JITTER_TRIES = 6  # robust_cholesky: jitter 1e-8 * 10^k, k = 0..5 (linear_operator's scheme)
+# Bounds on the raw (log) hyperparameters keep the fit away from degenerate kernels:
+# ell in [e^-5, e^5] ~ [0.0067, 148] on the unit cube, s in [e^-7, e^7], sigma^2 <= 1 + MIN_NOISE.
+_RAW_LOG_W_BOUNDS = (-10.0, 10.0)
+_RAW_LOG_S_BOUNDS = (-7.0, 7.0)
+_RAW_LOG_NOISE_BOUNDS = (-25.0, 0.0)
+_FIT_GTOL = 1e-2  # as Optuna's GPSampler: a loose fit is enough for BO and is much cheaper
+_FIT_MAXITER = 200
+
+
+def robust_cholesky(K: torch.Tensor) -> torch.Tensor:
+    r"""Lower Cholesky factor of ``K``, adding jitter ``1e-8 * 10^k`` (k < 6) if needed.
+
+    Issues a :class:`~headstart.exceptions.NumericsWarning` per retry and raises
+    :class:`~headstart.exceptions.ModelFittingError` if ``K`` is still not positive definite.
+
+    Args:
+        K: ``... x n x n`` symmetric matrix.
+
+    Returns:
+        ``... x n x n`` lower-triangular ``L`` with ``L L^T = K + jitter I``.
+    """
+    L, info = torch.linalg.cholesky_ex(K)
+    if not bool((info > 0).any()):
+        return L
+    if bool(torch.isnan(K).any()):
+        raise ModelFittingError("The kernel matrix contains NaN; cannot factorize it.")
+    eye = torch.eye(K.shape[-1], dtype=K.dtype)
+    for k in range(_JITTER_TRIES):
+        jitter = 1e-8 * 10.0**k
+        warnings.warn(
+            f"Kernel matrix not positive definite; retrying its Cholesky with jitter {jitter:.0e}.",
+            NumericsWarning,
+            stacklevel=2,
+        )
+        L, info = torch.linalg.cholesky_ex(K + jitter * eye)
+        if not bool((info > 0).any()):
+            return L
+    raise ModelFittingError(
+        f"Kernel matrix of size {K.shape[-1]} is not positive definite even with jitter "
+        f"{1e-8 * 10.0 ** (_JITTER_TRIES - 1):.0e}. Check the training data for NaN or duplicates."
+    )
+
+
+@dataclass(frozen=True)
+class GPParams:
+    r"""Kernel hyperparameters: ``w = 1/ell^2`` (``d``), output scale ``s``, noise ``sigma^2``."""
+
+    inv_sq_lengthscales: np.ndarray
+    outputscale: float
+    noise: float
+
+    @property
+    def lengthscales(self) -> np.ndarray:
+        return 1.0 / np.sqrt(self.inv_sq_lengthscales)
+
+    @classmethod
+    def default(cls, dim: int) -> GPParams:
+        """Starting point of a fresh fit: ``ell = 1``, ``s = 1``, ``sigma^2 = 1e-2``."""
+        return cls(np.ones(dim), 1.0, 1e-2)
+
+    def to_raw(self) -> np.ndarray:
+        raw = np.concatenate(
+            [
+                np.log(self.inv_sq_lengthscales),
+                [np.log(self.outputscale), np.log(max(self.noise - MIN_NOISE, 1e-300))],
+            ]
+        )
+        return np.clip(raw, *zip(*_raw_bounds(len(self.inv_sq_lengthscales)), strict=True))
+
+    @classmethod
+    def from_raw(cls, raw: np.ndarray) -> GPParams:
+        raw = np.asarray(raw, dtype=np.float64)
+        return cls(np.exp(raw[:-2]), float(np.exp(raw[-2])), float(np.exp(raw[-1]) + MIN_NOISE))
+
+
+def _raw_bounds(dim: int) -> list[tuple[float, float]]:
+    return [_RAW_LOG_W_BOUNDS] * dim + [_RAW_LOG_S_BOUNDS, _RAW_LOG_NOISE_BOUNDS]
+
+
+def _unpack(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.exp(raw[:-2]), torch.exp(raw[-2]), torch.exp(raw[-1]) + MIN_NOISE
+
+
+def neg_log_posterior(
+    raw: torch.Tensor, sq_diffs: torch.Tensor, train_y: torch.Tensor, *, prior: str = DEFAULT_PRIOR
+) -> torch.Tensor:
+    r"""MAP objective ``-(log p(y | theta) + log p(theta))`` at ``theta = unpack(raw)``.
+
+    Args:
+        raw: ``d + 2`` raw hyperparameters (see the module docstring).
+        sq_diffs: ``n x n x d`` from :func:`~headstart._gp.kernel.pairwise_sq_diffs`.
+        train_y: ``n`` standardized targets.
+        prior: Name of the hyperprior.
+
+    Returns:
+        Scalar tensor (differentiable in ``raw``).
+    """
+    w, s, noise = _unpack(raw)
+    n = train_y.shape[0]
+    K = kernel_from_sq_diffs(sq_diffs, w, s)
+    K = K + noise * torch.eye(n, dtype=K.dtype)
+    L = robust_cholesky(K)
+    a = torch.linalg.solve_triangular(L, train_y.unsqueeze(-1), upper=False).squeeze(-1)
+    mll = -0.5 * (a @ a) - torch.log(torch.diagonal(L)).sum() - 0.5 * n * math.log(2.0 * math.pi)
+    return -(mll + log_hyperprior(w, s, noise, kind=prior))
+
+
+def fit_map(
+    train_X: torch.Tensor,
+    train_y: torch.Tensor,
+    is_cat: torch.Tensor,
+    init: GPParams,
+    *,
+    prior: str = DEFAULT_PRIOR,
+    gtol: float = _FIT_GTOL,
+    maxiter: int = _FIT_MAXITER,
+) -> tuple[GPParams, float]:
+    r"""MAP hyperparameters by L-BFGS-B on the raw log-parameters, started at ``init``.
+
+    Args:
+        train_X: ``n x d`` inputs in ``[0, 1]``.
+        train_y: ``n`` standardized targets.
+        is_cat: ``d`` boolean mask of categorical columns.
+        init: Starting hyperparameters (a previous fit or :meth:`GPParams.default`).
+        prior: Name of the hyperprior.
+        gtol: Projected-gradient tolerance of L-BFGS-B.
+        maxiter: Iteration cap.
+
+    Returns:
+        ``(params, objective)``: the fitted hyperparameters and the minimized
+        ``-(log p(y | theta) + log p(theta))``.
+    """
+    sq_diffs = pairwise_sq_diffs(train_X, train_X, is_cat)
+
+    def fun(raw_np: np.ndarray) -> tuple[float, np.ndarray]:
+        raw = torch.from_numpy(raw_np).requires_grad_(True)
+        loss = neg_log_posterior(raw, sq_diffs, train_y, prior=prior)
+        (grad,) = torch.autograd.grad(loss, raw)
+        return float(loss.detach()), grad.numpy()
+
+    x0 = init.to_raw()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)  # jitter retries mid-fit are harmless
+        res = scipy.optimize.minimize(
+            fun,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=_raw_bounds(train_X.shape[-1]),
+            options={"gtol": gtol, "maxiter": maxiter},
+        )
+    if not np.isfinite(res.fun):
+        raise ModelFittingError("The GP hyperparameter fit diverged (non-finite objective).")
+    return GPParams.from_raw(res.x), float(res.fun)
+
+
+class ExactGP:
+    r"""A GP with fixed hyperparameters, its Cholesky factor and ``alpha = K^{-1} y`` cached.
+
+    Prediction runs in numpy (float64): an acquisition search makes many tiny batched calls, for
+    which numpy's per-call overhead is far below torch's, and the gradients are closed forms.
+
+    Args:
+        train_X: ``n x d`` inputs in ``[0, 1]``.
+        train_y: ``n`` standardized targets.
+        is_cat: ``d`` boolean mask of categorical columns.
+        params: Kernel hyperparameters.
+
+    Example:
+        >>> X = np.array([[0.2], [0.8]])
+        >>> gp = ExactGP(X, np.array([1.0, -1.0]), np.array([False]), GPParams(np.ones(1), 1.0, 1e-6))
+        >>> mean, var = gp.posterior(X)
+        >>> [round(v, 4) for v in mean.tolist()]
+        [1.0, -1.0]
+    """
+
+    def __init__(
+        self, train_X: np.ndarray, train_y: np.ndarray, is_cat: np.ndarray, params: GPParams
+    ) -> None:
+        self.train_X = np.asarray(train_X, dtype=np.float64)
+        self.train_y = np.asarray(train_y, dtype=np.float64)
+        self.is_cat = np.asarray(is_cat, dtype=bool)
+        self.params = params
+        self.inv_sq_lengthscales = np.asarray(params.inv_sq_lengthscales, dtype=np.float64)
+        self.outputscale = float(params.outputscale)
+        n = self.train_X.shape[0]
+        diff = self.train_X[:, None, :] - self.train_X[None, :, :]
+        sq = np.where(self.is_cat, diff != 0, diff * diff)  # exact zeros on the diagonal
+        K = self.outputscale * matern52_np(sq @ self.inv_sq_lengthscales)[0]
+        K[np.diag_indices(n)] += params.noise
+        self.L = robust_cholesky(torch.from_numpy(K)).numpy()
+        a = scipy.linalg.solve_triangular(self.L, self.train_y, lower=True)
+        self.alpha = scipy.linalg.solve_triangular(self.L, a, lower=True, trans="T")
+        self.mll = float(
+            -0.5 * (a @ a) - np.log(np.diagonal(self.L)).sum() - 0.5 * n * math.log(2 * math.pi)
+        )
+        """Log marginal likelihood ``log p(y | theta)`` of the standardized targets (Eq. 2.30)."""
+
+    def kernel(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+        """``k(X, Z)`` (``Z`` defaults to the training inputs): ``m x n``."""
+        Z = self.train_X if Z is None else Z
+        r2 = sq_dist_np(X, Z, self.is_cat, self.inv_sq_lengthscales)
+        return self.outputscale * matern52_np(r2)[0]
+
+    def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Marginal posterior mean and variance of ``f`` (R&W Eqs. 2.25-2.26).
+
+        Args:
+            X: ``m x d``.
+
+        Returns:
+            ``(mean, var)``, each ``m``; ``var`` is clamped at ``1e-12``.
+        """
+        k = self.kernel(X)  # m x n
+        V = scipy.linalg.solve_triangular(self.L, k.T, lower=True, check_finite=False)  # n x m
+        return k @ self.alpha, np.maximum(self.outputscale - (V * V).sum(0), 1e-12)
+
+    def posterior_and_grad(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r"""Posterior mean and variance with their gradients in ``X`` (numeric columns).
+
+        With ``G_i = s f'(r_i^2)`` and ``beta = K^{-1} k(X, x)``:
+
+            d mean / d x_j = 2 w_j sum_i alpha_i G_i (x_j - X_ij)
+            d var  / d x_j = -4 w_j sum_i beta_i G_i (x_j - X_ij)
+
+        Categorical columns get gradient 0 (they are searched discretely).
+
+        Args:
+            X: ``m x d``.
+
+        Returns:
+            ``(mean m, var m, dmean m x d, dvar m x d)``.
+        """
+        r2 = sq_dist_np(X, self.train_X, self.is_cat, self.inv_sq_lengthscales)
+        f, df = matern52_np(r2)
+        k, G = self.outputscale * f, self.outputscale * df  # m x n
+        V = scipy.linalg.solve_triangular(self.L, k.T, lower=True, check_finite=False)  # n x m
+        beta = scipy.linalg.solve_triangular(
+            self.L, V, lower=True, trans="T", check_finite=False
+        ).T  # m x n
+        mean = k @ self.alpha
+        raw_var = self.outputscale - (V * V).sum(0)
+        var = np.maximum(raw_var, 1e-12)
+        two_w = 2.0 * np.where(self.is_cat, 0.0, self.inv_sq_lengthscales)
+        Ga, Gb = G * self.alpha, G * beta
+        dmean = two_w * (X * Ga.sum(1)[:, None] - Ga @ self.train_X)
+        dvar = -2.0 * two_w * (X * Gb.sum(1)[:, None] - Gb @ self.train_X)
+        dvar[raw_var < 1e-12] = 0.0
+        return mean, var, dmean, dvar
+
+    def joint_posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Joint posterior mean (``m``) and covariance (``m x m``) of ``f`` at ``X`` (``m x d``).
+
+        cov = k(X, X) - V^T V,   V = L^{-1} k(train_X, X)      (R&W Eq. 2.24)
+        """
+        k = self.kernel(X)
+        V = scipy.linalg.solve_triangular(self.L, k.T, lower=True, check_finite=False)
+        return k @ self.alpha, self.kernel(X, X) - V.T @ V

@@ -1,0 +1,285 @@
+r"""Acquisition search on the mixed unit cube: Sobol screening, multi-start L-BFGS-B, discrete moves.
+
+The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implementation):
+
+1. **Screening.** Evaluate the criterion on :data:`N_SOBOL` scrambled Sobol points (seeded by the
+   caller's ``rng``), snapped to the integer / categorical grids, in one batched no-grad call.
+2. **Starts.** The incumbent (best training point), the best Sobol point, and further Sobol points
+   drawn by roulette with ``p ∝ exp(f - f_max)`` (for LogEI: proportional to EI), :data:`N_STARTS`
+   in all.
+3. **Local search**, all starts together, a few rounds of
+   a. one batched, decoupled L-BFGS-B (:func:`headstart._gp.lbfgsb.batched_lbfgsb`) over the
+      *relaxed* columns (continuous ones, and integers with more than :data:`EXHAUSTIVE_MAX`
+      values, which are snapped afterwards). It works in preconditioned coordinates
+      ``z_j = x_j / ell_j`` (bounds ``[0, 1 / ell_j]``), which equalizes the curvature across
+      columns;
+   b. a coordinate-wise discrete search: every value of each categorical column and small integer
+      column, the :data:`NEIGHBOURS` nearest grid values of each large integer column; a move is
+      kept if it improves the criterion.
+   Rounds stop when no start improves (at most :data:`MAX_ROUNDS`; one round without discrete
+   columns).
+4. **Selection.** The best point among local-search results and screened points that does not
+   duplicate a training row (re-evaluating a deterministic objective is wasted), falling back to
+   the overall best if every candidate is a duplicate.
+
+Thompson sampling (:func:`thompson_sample`) instead draws one joint posterior sample on a
+candidate set (Sobol points plus perturbations of the best training points) and takes its argmax.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import qmc
+
+from headstart._gp.acquisition import Criterion, log_softplus
+from headstart._gp.lbfgsb import batched_lbfgsb
+from headstart._gp.model import ExactGP
+
+N_SOBOL = 2048  # screening points (Optuna GPSampler: 2048 preliminary samples)
+N_STARTS = 10  # local searches (Optuna GPSampler: 10)
+EXHAUSTIVE_MAX = 16  # integer columns with at most this many values are searched exhaustively
+NEIGHBOURS = 2  # large integer columns: try this many grid values on each side
+MAX_ROUNDS = 3  # alternations of continuous and discrete steps
+LBFGSB_MAXITER = 200
+LBFGSB_PGTOL = 1e-4  # in preconditioned coordinates; criterion units are nats for LogEI
+TS_N_SOBOL = 1024  # Thompson sampling candidates: Sobol points ...
+TS_N_LOCAL = 256  # ... plus perturbations of the best training points
+TS_N_TOP = 5
+TS_PERTURB_SD = 0.05
+
+
+@dataclass(frozen=True)
+class MixedSpace:
+    r"""Column layout of the encoded space.
+
+    Args:
+        grids: One entry per column: ``None`` (continuous) or the sorted valid values.
+        is_cat: ``d`` boolean mask of categorical columns.
+    """
+
+    grids: tuple[np.ndarray | None, ...]
+    is_cat: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return len(self.grids)
+
+    @property
+    def relaxed_cols(self) -> np.ndarray:
+        """Continuous columns and integer columns too large for exhaustive search."""
+        return np.array(
+            [
+                j
+                for j, g in enumerate(self.grids)
+                if g is None or (not self.is_cat[j] and len(g) > EXHAUSTIVE_MAX)
+            ],
+            dtype=np.intp,
+        )
+
+    @property
+    def discrete_cols(self) -> np.ndarray:
+        return np.array([j for j, g in enumerate(self.grids) if g is not None], dtype=np.intp)
+
+    def snap(self, X: np.ndarray) -> np.ndarray:
+        """Clip to ``[0, 1]`` and move grid columns to their nearest valid value: ``m x d``."""
+        X = np.clip(X, 0.0, 1.0)
+        for j, g in enumerate(self.grids):
+            if g is not None:
+                X[:, j] = g[_nearest_index(g, X[:, j])]
+        return X
+
+    def moves(self, j: int, current: np.ndarray) -> np.ndarray:
+        """Candidate values of grid column ``j`` for each start: ``b x c``."""
+        g = self.grids[j]
+        if self.is_cat[j] or len(g) <= EXHAUSTIVE_MAX:
+            return np.broadcast_to(g, (len(current), len(g)))
+        idx = _nearest_index(g, current)[:, None] + np.arange(-NEIGHBOURS, NEIGHBOURS + 1)
+        return g[np.clip(idx, 0, len(g) - 1)]
+
+
+def _nearest_index(grid: np.ndarray, values: np.ndarray) -> np.ndarray:
+    if len(grid) == 1:
+        return np.zeros(len(values), dtype=np.intp)
+    i = np.clip(np.searchsorted(grid, values), 1, len(grid) - 1)
+    return np.where(np.abs(values - grid[i - 1]) <= np.abs(grid[i] - values), i - 1, i)
+
+
+def _sobol(dim: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # balance warning when n is not a power of two
+        return qmc.Sobol(dim, scramble=True, seed=rng).random(n)
+
+
+def is_duplicate(X: np.ndarray, train_X: np.ndarray, atol: float = 1e-12) -> np.ndarray:
+    """Whether each row of ``X`` (``m x d``) equals a training row: ``m`` booleans."""
+    if len(train_X) == 0:
+        return np.zeros(len(X), dtype=bool)
+    out = np.zeros(len(X), dtype=bool)
+    for i in range(0, len(X), 512):
+        block = X[i : i + 512]
+        out[i : i + 512] = (np.abs(block[:, None, :] - train_X[None]) <= atol).all(-1).any(-1)
+    return out
+
+
+def _pick_starts(values: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The best index plus ``n - 1`` more by roulette, ``p ∝ exp(f - f_max)``, no repeats."""
+    best = int(np.argmax(values))
+    n = min(n, len(values))
+    if n <= 1:
+        return np.array([best])
+    w = np.exp(values - values[best])
+    w[best] = 0.0
+    w = np.where(np.isfinite(w), w, 0.0)
+    k = min(n - 1, int(np.count_nonzero(w)))
+    rest = rng.choice(len(values), size=k, replace=False, p=w / w.sum()) if k else []
+    if k < n - 1:  # roulette ran out of mass: fill with random distinct points
+        remaining = np.setdiff1d(np.arange(len(values)), np.concatenate([[best], rest]))
+        rest = np.concatenate([rest, rng.choice(remaining, size=n - 1 - k, replace=False)])
+    return np.concatenate([[best], rest]).astype(np.intp)
+
+
+def optimize_criterion(
+    criterion: Criterion,
+    space: MixedSpace,
+    train_X: np.ndarray,
+    train_y: np.ndarray,
+    rng: np.random.Generator,
+    lengthscales: np.ndarray,
+) -> np.ndarray:
+    r"""Maximize ``criterion`` over the mixed unit cube (steps 1-4 of the module docstring).
+
+    Args:
+        criterion: The maximized criterion.
+        space: Column layout.
+        train_X: ``n x d`` training inputs (on their grids).
+        train_y: ``n`` targets (only the argmax is used: the incumbent start).
+        rng: Seeds the Sobol screening and the roulette.
+        lengthscales: ``d`` fitted lengthscales (preconditioning).
+
+    Returns:
+        ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
+    """
+    d = space.dim
+    pool = space.snap(_sobol(d, N_SOBOL, rng))
+    pool_values = criterion.value(pool)
+    starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
+    incumbent = space.snap(train_X[np.argmax(train_y)][None, :].copy())
+    X = np.concatenate([incumbent, starts])
+    F = criterion.value(X)
+
+    relaxed = space.relaxed_cols
+    discrete = space.discrete_cols
+    scale = 1.0 / np.maximum(lengthscales[relaxed], 1e-6)  # z = x / ell
+    rounds = MAX_ROUNDS if len(discrete) else 1
+    for _ in range(rounds):
+        improved = False
+        if len(relaxed):
+            X_new = X.copy()
+
+            def neg_criterion(idx: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                full = X[idx].copy()
+                full[:, relaxed] = Z / scale
+                f, g = criterion.value_and_grad(full, relaxed)
+                return -f, -g / scale
+
+            bounds = np.stack([np.zeros_like(scale), scale], axis=-1)
+            Z, _ = batched_lbfgsb(
+                neg_criterion,
+                X[:, relaxed] * scale,
+                bounds,
+                maxiter=LBFGSB_MAXITER,
+                pgtol=LBFGSB_PGTOL,
+            )
+            X_new[:, relaxed] = Z / scale
+            X_new = space.snap(X_new)
+            F_new = criterion.value(X_new)
+            better = F_new > F
+            X[better], F[better] = X_new[better], F_new[better]
+            improved |= bool(better.any()) and len(discrete) > 0
+        for j in discrete:
+            options = space.moves(j, X[:, j])  # b x c
+            b, c = options.shape
+            cand = np.repeat(X[:, None, :], c, axis=1)
+            cand[:, :, j] = options
+            values = criterion.value(cand.reshape(b * c, d)).reshape(b, c)
+            best = np.argmax(values, axis=1)
+            best_values = values[np.arange(b), best]
+            better = best_values > F
+            if better.any():
+                X[better, j] = options[better, best[better]]
+                F[better] = best_values[better]
+                improved = True
+        if not improved:
+            break
+
+    all_X = np.concatenate([X, pool])
+    all_F = np.concatenate([F, pool_values])
+    return _best_non_duplicate(all_X, all_F, train_X)
+
+
+def _best_non_duplicate(X: np.ndarray, values: np.ndarray, train_X: np.ndarray) -> np.ndarray:
+    order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
+    for start in range(0, len(order), 256):
+        block = order[start : start + 256]
+        dup = is_duplicate(X[block], train_X)
+        if not dup.all():
+            return X[block[int(np.argmin(dup))]].copy()
+    return X[order[0]].copy()
+
+
+def thompson_sample(
+    gp: ExactGP,
+    space: MixedSpace,
+    train_X: np.ndarray,
+    train_y: np.ndarray,
+    rng: np.random.Generator,
+    criterion: Criterion | None = None,
+) -> np.ndarray:
+    r"""Argmax of one joint posterior sample ``f ~ p(f(C) | data)`` on a candidate set ``C``.
+
+    ``C`` is :data:`TS_N_SOBOL` Sobol points plus :data:`TS_N_LOCAL` Gaussian perturbations (sd
+    :data:`TS_PERTURB_SD`; each grid column re-drawn with probability ``1/d``) of the
+    :data:`TS_N_TOP` best training points, all snapped to the grids, minus training duplicates.
+    With a prior, the sample is scored as ``log softplus(f - best_f) + gamma log pi``.
+
+    Args:
+        gp: Fitted GP on standardized targets.
+        space: Column layout.
+        train_X: ``n x d``; train_y: ``n`` (standardized).
+        rng: Seeds the candidates and the sample.
+        criterion: Supplies ``best_f`` and the prior term when a prior is active.
+
+    Returns:
+        ``d`` point.
+    """
+    d = space.dim
+    top = train_X[np.argsort(-train_y)[:TS_N_TOP]]
+    local = np.repeat(top, -(-TS_N_LOCAL // len(top)), axis=0)[:TS_N_LOCAL]
+    local = local + TS_PERTURB_SD * rng.standard_normal(local.shape)
+    for j in space.discrete_cols:
+        redraw = rng.random(len(local)) < 1.0 / d
+        local[redraw, j] = rng.choice(space.grids[j], size=int(redraw.sum()))
+    cand = space.snap(np.concatenate([_sobol(d, TS_N_SOBOL, rng), local]))
+    cand = np.unique(cand, axis=0)
+    fresh = ~is_duplicate(cand, train_X)
+    if fresh.any():
+        cand = cand[fresh]
+    mean, cov = gp.joint_posterior(cand)
+    eye_scale = gp.outputscale * np.eye(len(cand))
+    for k in range(8):
+        try:
+            L = np.linalg.cholesky(cov + 1e-10 * 10.0**k * eye_scale)
+            break
+        except np.linalg.LinAlgError:
+            continue
+    else:  # pragma: no cover - the covariance is PSD up to rounding
+        L = np.diag(np.sqrt(np.maximum(np.diagonal(cov), 0.0)))
+    sample = mean + L @ rng.standard_normal(len(cand))
+    if criterion is not None and criterion.log_prior is not None:
+        score = log_softplus(sample - criterion.best_f)[0] + criterion.prior_term(cand)
+    else:
+        score = sample
+    return cand[int(np.argmax(score))].copy()

@@ -1,0 +1,364 @@
+"""Tests of the fast GP-BO engine (headstart._gp): numerics against closed forms and BoTorch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.optimize
+import torch
+from scipy.stats import norm
+
+from headstart._gp import DimSpec, GPOptimizer
+from headstart._gp.acquisition import Criterion, log_ei, log_ei_and_grad, log_h, log_softplus
+from headstart._gp.kernel import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
+from headstart._gp.lbfgsb import batched_lbfgsb
+from headstart._gp.model import ExactGP, GPParams, fit_map, neg_log_posterior
+from headstart._gp.optimize import MixedSpace, is_duplicate
+
+DT = torch.float64
+
+
+def _brute_kernel(A, B, is_cat, ell, s):
+    K = np.empty((len(A), len(B)))
+    for i, a in enumerate(A):
+        for k, b in enumerate(B):
+            r2 = 0.0
+            for j in range(len(a)):
+                dist = float(a[j] != b[j]) if is_cat[j] else (a[j] - b[j]) ** 2
+                r2 += dist / ell[j] ** 2
+            r = math.sqrt(r2)
+            K[i, k] = s * (1 + math.sqrt(5) * r + 5 / 3 * r2) * math.exp(-math.sqrt(5) * r)
+    return K
+
+
+def _gp(X, y, is_cat, ell, s=1.3, noise=1e-3):
+    params = GPParams(1.0 / np.asarray(ell) ** 2, s, noise)
+    return ExactGP(X, y, np.asarray(is_cat), params)
+
+
+# --- kernel ---------------------------------------------------------------------------------------
+def test_kernel_matches_brute_force_matern_and_hamming():
+    rng = np.random.default_rng(0)
+    A, B = rng.random((4, 3)), rng.random((5, 3))
+    A[:, 2] = rng.choice([1 / 6, 0.5, 5 / 6], 4)
+    B[:, 2] = rng.choice([1 / 6, 0.5, 5 / 6], 5)
+    B[0] = A[0]  # a zero distance
+    is_cat = np.array([False, False, True])
+    ell, s = np.array([0.3, 0.7, 0.5]), 1.7
+    expected = _brute_kernel(A, B, is_cat, ell, s)
+    w = 1.0 / ell**2
+    # numpy prediction path
+    got_np = s * matern52_np(sq_dist_np(A, B, is_cat, w))[0]
+    np.testing.assert_allclose(got_np, expected, rtol=1e-12, atol=1e-12)
+    # torch fitting path
+    sq = pairwise_sq_diffs(torch.from_numpy(A), torch.from_numpy(B), torch.from_numpy(is_cat))
+    got_t = s * matern52(sq @ torch.from_numpy(w))
+    np.testing.assert_allclose(got_t.numpy(), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_matern_gradient_is_finite_at_zero_and_matches_closed_form():
+    r2 = torch.tensor([0.0, 0.1, 2.0], dtype=DT, requires_grad=True)
+    (g,) = torch.autograd.grad(matern52(r2).sum(), r2)
+    root = np.sqrt(5 * r2.detach().numpy())
+    np.testing.assert_allclose(g.numpy(), -5 / 6 * (1 + root) * np.exp(-root), rtol=1e-12)
+    np.testing.assert_allclose(matern52_np(r2.detach().numpy())[1], g.numpy(), rtol=1e-12)
+    assert torch.autograd.gradcheck(
+        matern52, (torch.tensor([0.05, 0.3, 1.5], dtype=DT).requires_grad_(),)
+    )
+
+
+# --- posterior ------------------------------------------------------------------------------------
+def test_posterior_matches_botorch_single_task_gp():
+    from botorch.models import SingleTaskGP
+    from gpytorch.kernels import MaternKernel, ScaleKernel
+
+    rng = np.random.default_rng(1)
+    X, Xq = rng.random((7, 2)), rng.random((5, 2))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    y = (y - y.mean()) / y.std()
+    ell, s, noise = np.array([0.4, 0.9]), 1.3, 1e-3
+    model = SingleTaskGP(
+        torch.from_numpy(X),
+        torch.from_numpy(y).unsqueeze(-1),
+        covar_module=ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)),
+        outcome_transform=None,
+    )
+    model.covar_module.base_kernel.lengthscale = torch.from_numpy(ell)
+    model.covar_module.outputscale = s
+    model.likelihood.noise = noise
+    model.mean_module.constant = 0.0
+    model.eval()
+    with torch.no_grad():
+        post = model.posterior(torch.from_numpy(Xq))
+    mean, var = _gp(X, y, [False, False], ell, s, noise).posterior(Xq)
+    np.testing.assert_allclose(mean, post.mean.squeeze(-1).numpy(), atol=1e-8)
+    np.testing.assert_allclose(var, post.variance.squeeze(-1).numpy(), atol=1e-8)
+
+
+def test_joint_posterior_diagonal_is_marginal_variance():
+    rng = np.random.default_rng(2)
+    X, Xq = rng.random((6, 3)), rng.random((4, 3))
+    gp = _gp(X, rng.standard_normal(6), [False, False, True], [0.5, 0.5, 1.0])
+    mean, var = gp.posterior(Xq)
+    jmean, cov = gp.joint_posterior(Xq)
+    np.testing.assert_allclose(jmean, mean, atol=1e-12)
+    np.testing.assert_allclose(np.diagonal(cov), var, atol=1e-10)
+    np.testing.assert_allclose(cov, cov.T, atol=1e-12)
+
+
+def test_posterior_gradient_matches_finite_differences():
+    rng = np.random.default_rng(3)
+    X, Xq = rng.random((8, 3)), rng.random((4, 3))
+    gp = _gp(X, rng.standard_normal(8), [False, False, False], [0.3, 0.6, 0.9])
+    _, _, dmean, dvar = gp.posterior_and_grad(Xq)
+    h = 1e-6
+    for j in range(3):
+        e = np.zeros(3)
+        e[j] = h
+        (mp, vp), (mm, vm) = gp.posterior(Xq + e), gp.posterior(Xq - e)
+        np.testing.assert_allclose(dmean[:, j], (mp - mm) / (2 * h), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-7)
+
+
+# --- acquisition ----------------------------------------------------------------------------------
+def test_log_ei_matches_closed_form():
+    mean = np.linspace(-3, 3, 25)
+    var = np.full(25, 0.7)
+    sigma = np.sqrt(var)
+    z = (mean - 0.4) / sigma
+    expected = np.log(sigma * (z * norm.cdf(z) + norm.pdf(z)))
+    np.testing.assert_allclose(log_ei(mean, var, 0.4), expected, rtol=1e-10)
+    assert math.isclose(
+        math.exp(log_ei(np.array([-0.5]), np.array([1.0]), 0.0)[0]), 0.19780, abs_tol=1e-5
+    )
+
+
+def test_log_h_is_finite_and_monotone_where_ei_underflows():
+    z = -np.logspace(-3, 100, 400)[::-1]  # from -1e100 up to -1e-3
+    values = log_h(z)
+    assert np.isfinite(values).all()
+    assert (np.diff(values) > 0).all()
+    # asymptotics: log h(z) ~ -z^2/2 - log(2 pi)/2 - 2 log|z| for z -> -inf
+    assert math.isclose(
+        log_h(np.array([-1e4]))[0], -5e7 - 0.5 * math.log(2 * math.pi) - 2 * math.log(1e4)
+    )
+    # continuity across the branch points z = -1 and z = -1/sqrt(eps)
+    for b in (-1.0, -1.0 / math.sqrt(np.finfo(float).eps)):
+        lo, hi = log_h(np.array([b * (1 + 1e-12), b * (1 - 1e-12)]))
+        assert math.isclose(lo, hi, rel_tol=1e-8)
+
+
+def test_log_ei_gradient_matches_finite_differences():
+    mean, var = np.array([-40.0, -3.0, -0.2, 0.5, 4.0]), np.array([0.3, 1.0, 0.01, 2.0, 0.5])
+    _, d_mean, d_var = log_ei_and_grad(mean, var, 0.1)
+    h = 1e-6
+    fd_mean = (log_ei(mean + h, var, 0.1) - log_ei(mean - h, var, 0.1)) / (2 * h)
+    fd_var = (log_ei(mean, var + h * var, 0.1) - log_ei(mean, var - h * var, 0.1)) / (2 * h * var)
+    np.testing.assert_allclose(d_mean, fd_mean, rtol=1e-5)
+    np.testing.assert_allclose(d_var, fd_var, rtol=1e-5, atol=1e-8)
+
+
+def test_log_softplus_is_stable_and_increasing():
+    u = np.array([-1e6, -50.0, -29.9, 0.0, 5.0, 800.0])
+    v, g = log_softplus(u)
+    assert np.isfinite(v).all() and np.isfinite(g).all() and (np.diff(v) > 0).all()
+    np.testing.assert_allclose(v[3], math.log(math.log(2.0)))
+
+
+@pytest.mark.parametrize("kind", ["logei", "ucb"])
+@pytest.mark.parametrize("with_prior", [False, True])
+def test_criterion_gradient_matches_finite_differences(kind, with_prior):
+    rng = np.random.default_rng(4)
+    X, Xq = rng.random((10, 2)), rng.random((3, 2)) * 0.8 + 0.1
+    y = -((X - 0.3) ** 2).sum(1)
+    gp = _gp(X, (y - y.mean()) / y.std(), [False, False], [0.3, 0.5])
+
+    def log_prior(Z):
+        return -0.5 * (((Z - 0.7) / 0.2) ** 2).sum(1)
+
+    crit = Criterion(gp, kind, 1.0, log_prior if with_prior else None, 2.0)
+    cols = np.array([0, 1])
+    values, grad = crit.value_and_grad(Xq, cols)
+    np.testing.assert_allclose(values, crit.value(Xq), rtol=1e-12)
+    h = 1e-6
+    for j in cols:
+        e = np.zeros(2)
+        e[j] = h
+        fd = (crit.value(Xq + e) - crit.value(Xq - e)) / (2 * h)
+        np.testing.assert_allclose(grad[:, j], fd, rtol=1e-4, atol=1e-6)
+
+
+# --- MAP fit --------------------------------------------------------------------------------------
+def test_map_objective_gradient_matches_finite_differences():
+    rng = np.random.default_rng(5)
+    X = torch.from_numpy(rng.random((9, 3)))
+    X[:, 2] = torch.from_numpy(rng.choice([0.25, 0.75], 9))
+    y = torch.from_numpy(rng.standard_normal(9))
+    sq = pairwise_sq_diffs(X, X, torch.tensor([False, False, True]))
+    raw = torch.tensor([0.3, -0.5, 1.0, 0.2, -3.0], dtype=DT, requires_grad=True)
+    (g,) = torch.autograd.grad(neg_log_posterior(raw, sq, y), raw)
+    h = 1e-6
+    for i in range(5):
+        e = torch.zeros(5, dtype=DT)
+        e[i] = h
+        with torch.no_grad():
+            fd = (neg_log_posterior(raw + e, sq, y) - neg_log_posterior(raw - e, sq, y)) / (2 * h)
+        assert math.isclose(float(g[i]), float(fd), rel_tol=1e-5, abs_tol=1e-7)
+
+
+def test_map_fit_recovers_a_long_lengthscale_for_an_irrelevant_column():
+    rng = np.random.default_rng(6)
+    X = rng.random((30, 2))
+    y = np.sin(6 * X[:, 0])
+    y = (y - y.mean()) / y.std()
+    params, objective = fit_map(
+        torch.from_numpy(X), torch.from_numpy(y), torch.tensor([False, False]), GPParams.default(2)
+    )
+    assert np.isfinite(objective)
+    assert params.lengthscales[1] > 3 * params.lengthscales[0]
+    assert params.noise < 1e-2
+
+
+# --- batched L-BFGS-B -----------------------------------------------------------------------------
+def test_batched_lbfgsb_matches_sequential_scipy():
+    centers = np.array([[0.2, 0.9], [0.6, 0.1], [0.5, 0.5]])
+
+    def fun(idx, X):
+        diff = X - centers[idx]
+        return (diff**4).sum(1) + (diff**2).sum(1), 4 * diff**3 + 2 * diff
+
+    x0 = np.array([[0.9, 0.1], [0.0, 0.0], [0.3, 0.8]])
+    bounds = np.array([[0.0, 1.0], [0.0, 1.0]])
+    xs, fs = batched_lbfgsb(fun, x0, bounds, pgtol=1e-8)
+    for i in range(3):
+        res = scipy.optimize.minimize(
+            lambda x, i=i: tuple(a[0] for a in fun(np.array([i]), x[None])),
+            x0[i],
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"gtol": 1e-8, "ftol": 1e7 * np.finfo(float).eps},
+        )
+        np.testing.assert_array_equal(xs[i], res.x)
+        assert fs[i] == res.fun
+
+
+# --- suggest --------------------------------------------------------------------------------------
+MIXED = [
+    DimSpec("continuous"),
+    DimSpec("integer", (np.arange(5) + 0.5) / 5),
+    DimSpec("categorical", (np.arange(3) + 0.5) / 3),
+    DimSpec("integer", (np.arange(40) + 0.5) / 40),
+]
+
+
+def _mixed_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = MixedSpace(tuple(d.grid for d in MIXED), np.array([d.kind == "categorical" for d in MIXED]))
+    X = X.snap(rng.random((n, 4)))
+    y = -((X - 0.6) ** 2).sum(1) + 0.3 * (X[:, 2] == 0.5)
+    return X, y
+
+
+@pytest.mark.parametrize("acquisition", ["logei", "ucb", "ts"])
+def test_suggest_shape_grids_and_determinism(acquisition):
+    X, y = _mixed_data(12)
+    xs = [
+        GPOptimizer(MIXED, acquisition=acquisition).suggest(X, y, rng=np.random.default_rng(7))
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(xs[0], xs[1])
+    x = xs[0]
+    assert x.shape == (4,)
+    assert ((x >= 0) & (x <= 1)).all()
+    for j, dim in enumerate(MIXED):
+        if dim.grid is not None:
+            assert x[j] in dim.grid
+    assert not is_duplicate(x[None], X)[0]
+
+
+def test_suggest_warm_starts_and_reports_last_fit():
+    X, y = _mixed_data(12)
+    opt = GPOptimizer(MIXED)
+    assert opt.last_fit is None
+    opt.suggest(X[:11], y[:11], rng=np.random.default_rng(0))
+    assert not opt.last_fit.warm_started
+    opt.suggest(X, y, rng=np.random.default_rng(1))
+    fit = opt.last_fit
+    assert fit.n_train == 12 and fit.lengthscales.shape == (4,)
+    assert fit.noise >= 1e-6 and fit.outputscale > 0 and np.isfinite(fit.mll)
+
+
+def test_suggest_handles_constant_and_single_observations():
+    opt = GPOptimizer([DimSpec("continuous")] * 2)
+    x = opt.suggest(np.array([[0.5, 0.5], [0.2, 0.1]]), np.zeros(2), rng=np.random.default_rng(0))
+    assert x.shape == (2,) and np.isfinite(x).all()
+    x = opt.suggest(np.array([[0.5, 0.5]]), np.ones(1), rng=np.random.default_rng(0))
+    assert x.shape == (2,) and np.isfinite(x).all()
+
+
+@pytest.mark.parametrize("acquisition", ["logei", "ucb", "ts"])
+def test_prior_pulls_suggestion_to_its_mode(acquisition):
+    rng = np.random.default_rng(8)
+    X = rng.random((8, 2))
+    y = -((X - 0.5) ** 2).sum(1)
+    mode = np.array([0.1, 0.9])
+
+    def log_prior(Z):
+        return -0.5 * (((Z - mode) / 0.03) ** 2).sum(1)
+
+    opt = GPOptimizer([DimSpec("continuous")] * 2, acquisition=acquisition)
+    x = opt.suggest(X, y, rng=np.random.default_rng(0), log_prior=log_prior, prior_exponent=50.0)
+    assert np.linalg.norm(x - mode) < 0.1
+    x0 = opt.suggest(X, y, rng=np.random.default_rng(0), log_prior=log_prior, prior_exponent=0.0)
+    assert np.linalg.norm(x0 - mode) > np.linalg.norm(x - mode)
+
+
+def test_one_dimensional_quadratic_converges():
+    opt = GPOptimizer([DimSpec("continuous")])
+    X = np.array([[0.05], [0.5], [0.95]])
+    for t in range(8):
+        y = -((X[:, 0] - 0.3) ** 2)
+        x = opt.suggest(X, y, rng=np.random.default_rng(t))
+        X = np.vstack([X, x])
+    assert abs(X[np.argmax(-((X[:, 0] - 0.3) ** 2)), 0] - 0.3) < 0.02
+
+
+def test_discrete_space_does_not_resuggest_training_points():
+    dims = [
+        DimSpec("categorical", (np.arange(3) + 0.5) / 3),
+        DimSpec("integer", np.array([0.25, 0.75])),
+    ]
+    space = MixedSpace(tuple(d.grid for d in dims), np.array([True, False]))
+    all_points = space.snap(np.array([[a, b] for a in (0.1, 0.5, 0.9) for b in (0.25, 0.75)]))
+    X = all_points[:1]
+    opt = GPOptimizer(dims)
+    for t in range(5):  # a flat objective: every criterion ties
+        x = opt.suggest(X, np.zeros(len(X)), rng=np.random.default_rng(t))
+        assert not is_duplicate(x[None], X)[0]
+        X = np.vstack([X, x])
+    assert len(np.unique(X, axis=0)) == 6
+
+
+def test_single_choice_categorical_and_thread_limit_restored():
+    from headstart._gp.threads import limit_threads
+
+    before = torch.get_num_threads()
+    with limit_threads():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    dims = [DimSpec("categorical", np.array([0.5])), DimSpec("continuous")]
+    X = np.array([[0.5, 0.1], [0.5, 0.9], [0.5, 0.4]])
+    x = GPOptimizer(dims).suggest(X, -X[:, 1], rng=np.random.default_rng(0))
+    assert x[0] == 0.5 and 0.0 <= x[1] <= 1.0
+
+
+def test_dimspec_validation():
+    with pytest.raises(ValueError):
+        DimSpec("ordinal")
+    with pytest.raises(ValueError):
+        DimSpec("integer")
+    with pytest.raises(ValueError):
+        GPOptimizer([DimSpec("continuous")], acquisition="pi")
