@@ -150,11 +150,13 @@ class Study:
         Enqueued configurations come first (oldest first); then the initial design; then the
         model's suggestion.
         """
-        claimed = self._storage.claim_waiting_trial(self._id)
-        if claimed is not None:
-            return Trial._from_record(claimed)
         t0 = time.perf_counter()
         records = self._storage.get_trials(self._id)
+        if any(r.state == TrialState.WAITING for r in records):
+            claimed = self._storage.claim_waiting_trial(self._id)  # atomic: one worker gets it
+            if claimed is not None:
+                return Trial._from_record(claimed)
+            records = self._storage.get_trials(self._id)
         done = [r for r in records if r.state == TrialState.COMPLETE]
         design_index = sum(1 for r in records if r.source == "ask")
         params = self._strategy.suggest(

@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, select
@@ -318,27 +319,27 @@ class Storage:
 
     def _insert_trials(
         self, conn: Connection, study_id: int, rows: Sequence[dict[str, Any]]
-    ) -> list[int]:
+    ) -> list[TrialRecord]:
         number = self._next_number(conn, study_id)
-        ids = []
+        records = []
         for offset, r in enumerate(rows):
             state = TrialState(r["state"])
             now = _now()
-            result = conn.execute(
-                trials_table.insert().values(
-                    study_id=study_id,
-                    number=number + offset,
-                    state=state.value,
-                    params_json=_dumps(r["params"]),
-                    value=r.get("value"),
-                    source=r.get("source", "ask"),
-                    user_attrs_json=_dumps(r.get("user_attrs") or {}),
-                    created_at=now,
-                    finished_at=now if state.is_finished else None,
-                )
-            )
-            ids.append(int(result.inserted_primary_key[0]))
-        return ids
+            values = {
+                "study_id": study_id,
+                "number": number + offset,
+                "state": state.value,
+                "params_json": _dumps(r["params"]),
+                "value": r.get("value"),
+                "source": r.get("source", "ask"),
+                "user_attrs_json": _dumps(r.get("user_attrs") or {}),
+                "created_at": now,
+                "finished_at": now if state.is_finished else None,
+            }
+            result = conn.execute(trials_table.insert().values(**values))
+            trial_id = int(result.inserted_primary_key[0])
+            records.append(self._trial(SimpleNamespace(trial_id=trial_id, **values)))
+        return records
 
     def create_trial(
         self,
@@ -358,14 +359,13 @@ class Storage:
             "source": source,
             "user_attrs": user_attrs,
         }
-        (trial_id,) = self._write(lambda conn: self._insert_trials(conn, study_id, [row]))
-        return self.get_trial(trial_id)
+        (record,) = self._write(lambda conn: self._insert_trials(conn, study_id, [row]))
+        return record
 
     def create_trials(self, study_id: int, rows: Iterable[dict[str, Any]]) -> list[TrialRecord]:
         """Create several trials with consecutive numbers, all in one transaction."""
         rows = list(rows)
-        ids = set(self._write(lambda conn: self._insert_trials(conn, study_id, rows)))
-        return [r for r in self.get_trials(study_id) if r.trial_id in ids]
+        return self._write(lambda conn: self._insert_trials(conn, study_id, rows))
 
     def claim_waiting_trial(self, study_id: int) -> TrialRecord | None:
         """Atomically move the oldest waiting (enqueued) trial to running and return it."""
