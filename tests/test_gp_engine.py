@@ -291,6 +291,18 @@ def test_suggest_warm_starts_and_reports_last_fit():
     assert fit.noise >= 1e-6 and fit.outputscale > 0 and np.isfinite(fit.mll)
 
 
+def test_deterministic_fixes_the_noise_at_its_minimum():
+    X, y = _mixed_data(12)
+    noisy = GPOptimizer(MIXED)
+    noisy.suggest(
+        X, y + 0.3 * np.random.default_rng(5).standard_normal(12), rng=np.random.default_rng(0)
+    )
+    exact = GPOptimizer(MIXED, deterministic=True)
+    exact.suggest(X, y, rng=np.random.default_rng(0))
+    assert exact.last_fit.noise == pytest.approx(1e-6, rel=1e-6)
+    assert noisy.last_fit.noise > 1e-4  # fitted, not pinned
+
+
 def test_suggest_handles_constant_and_single_observations():
     opt = GPOptimizer([DimSpec("continuous")] * 2)
     x = opt.suggest(np.array([[0.5, 0.5], [0.2, 0.1]]), np.zeros(2), rng=np.random.default_rng(0))

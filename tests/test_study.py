@@ -175,6 +175,7 @@ def test_unknown_study_and_mismatched_recreation(tmp_path):
         {"n_initial": 0},
         {"budget": -3},
         {"n_initial": 2.5},
+        {"deterministic": "yes"},
     ],
 )
 def test_bad_settings(kwargs):

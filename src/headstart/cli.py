@@ -86,7 +86,13 @@ def demo(
             n += 1
         name = f"demo-{task.name}-{n}"
     study = hs.create_study(
-        name, task.space, direction="minimize", storage=store, seed=seed, budget=trials
+        name,
+        task.space,
+        direction="minimize",
+        storage=store,
+        seed=seed,
+        budget=trials,
+        deterministic=True,  # test functions are noise-free
     )
     console = _console()
     console.print(

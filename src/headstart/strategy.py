@@ -49,6 +49,7 @@ class Strategy:
         n_initial: Size of the initial design; ``None`` for :func:`default_n_initial`.
         budget: Planned number of trials, used for the default ``n_initial``.
         acquisition: ``"logei"`` (default), ``"ucb"`` or ``"ts"`` (Thompson sampling).
+        deterministic: The objective is noise-free; the GP's noise is fixed at a tiny value.
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class Strategy:
         n_initial: int | None = None,
         budget: int | None = None,
         acquisition: str = "logei",
+        deterministic: bool = False,
     ) -> None:
         if method not in METHODS:
             raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
@@ -71,6 +73,7 @@ class Strategy:
         self.method = method
         self.seed = seed
         self.acquisition = acquisition
+        self.deterministic = deterministic
         self.n_initial = (
             n_initial if n_initial is not None else default_n_initial(space.dim, budget)
         )
@@ -81,7 +84,12 @@ class Strategy:
             from headstart._gp import DimSpec, GPOptimizer
 
             dims = [DimSpec(kind=c.kind, grid=c.grid) for c in self.space.columns]
-            self._engine = GPOptimizer(dims, acquisition=self.acquisition, seed=self.seed)
+            self._engine = GPOptimizer(
+                dims,
+                acquisition=self.acquisition,
+                seed=self.seed,
+                deterministic=self.deterministic,
+            )
         return self._engine
 
     def suggest(

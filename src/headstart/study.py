@@ -93,8 +93,10 @@ def check_value(value: Any) -> float:
 
 
 def _check_settings(
-    direction: str, method: str, acquisition: str, n_initial: Any, budget: Any
+    direction: str, method: str, acquisition: str, n_initial: Any, budget: Any, deterministic: Any
 ) -> None:
+    if not isinstance(deterministic, bool):
+        raise InvalidSettingError(f"deterministic must be True or False; got {deterministic!r}.")
     if direction not in DIRECTIONS:
         raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
     if method not in METHODS:
@@ -126,6 +128,7 @@ class Study:
             n_initial=self.settings.get("n_initial"),
             budget=self.settings.get("budget"),
             acquisition=self.settings.get("acquisition", "logei"),
+            deterministic=bool(self.settings.get("deterministic", False)),
         )
 
     def __repr__(self) -> str:
@@ -389,6 +392,7 @@ def create_study(
     n_initial: int | None = None,
     budget: int | None = None,
     acquisition: str = "logei",
+    deterministic: bool = False,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -403,6 +407,9 @@ def create_study(
         n_initial: Size of the Sobol initial design (default ``min(2d + 1, budget / 5)``).
         budget: Planned number of trials (sets the default ``n_initial``).
         acquisition: ``"logei"``, ``"ucb"`` or ``"ts"``.
+        deterministic: Set ``True`` when evaluating the same configuration twice gives the same
+            value (simulations, test functions): the GP then interpolates instead of fitting a
+            noise level, which converges faster on such objectives.
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space or direction.
@@ -414,7 +421,7 @@ def create_study(
             f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "
             "hs.SearchSpace({...})."
         )
-    _check_settings(direction, method, acquisition, n_initial, budget)
+    _check_settings(direction, method, acquisition, n_initial, budget, deterministic)
     store = get_storage(storage)
     drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
     settings = {
@@ -423,6 +430,7 @@ def create_study(
         "n_initial": n_initial,
         "budget": budget,
         "acquisition": acquisition,
+        "deterministic": bool(deterministic),
     }
     try:
         record = store.create_study(

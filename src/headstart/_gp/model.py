@@ -42,6 +42,9 @@ _JITTER_TRIES = 6  # robust_cholesky: jitter 1e-8 * 10^k, k = 0..5 (linear_opera
 _RAW_LOG_W_BOUNDS = (-10.0, 10.0)
 _RAW_LOG_S_BOUNDS = (-7.0, 7.0)
 _RAW_LOG_NOISE_BOUNDS = (-25.0, 0.0)
+# deterministic objectives: sigma^2 = MIN_NOISE + e^-30, i.e. fixed at MIN_NOISE (Optuna's
+# GPSampler(deterministic_objective=True) does the same); the bounds pin the raw parameter.
+_RAW_LOG_NOISE_FIXED = (-30.0, -30.0)
 _FIT_GTOL = 1e-2  # as Optuna's GPSampler: a loose fit is enough for BO and is much cheaper
 _FIT_MAXITER = 200
 
@@ -112,8 +115,9 @@ class GPParams:
         return cls(np.exp(raw[:-2]), float(np.exp(raw[-2])), float(np.exp(raw[-1]) + MIN_NOISE))
 
 
-def _raw_bounds(dim: int) -> list[tuple[float, float]]:
-    return [_RAW_LOG_W_BOUNDS] * dim + [_RAW_LOG_S_BOUNDS, _RAW_LOG_NOISE_BOUNDS]
+def _raw_bounds(dim: int, *, deterministic: bool = False) -> list[tuple[float, float]]:
+    noise = _RAW_LOG_NOISE_FIXED if deterministic else _RAW_LOG_NOISE_BOUNDS
+    return [_RAW_LOG_W_BOUNDS] * dim + [_RAW_LOG_S_BOUNDS, noise]
 
 
 def _unpack(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -153,6 +157,7 @@ def fit_map(
     prior: str = DEFAULT_PRIOR,
     gtol: float = _FIT_GTOL,
     maxiter: int = _FIT_MAXITER,
+    deterministic: bool = False,
 ) -> tuple[GPParams, float]:
     r"""MAP hyperparameters by L-BFGS-B on the raw log-parameters, started at ``init``.
 
@@ -164,6 +169,8 @@ def fit_map(
         prior: Name of the hyperprior.
         gtol: Projected-gradient tolerance of L-BFGS-B.
         maxiter: Iteration cap.
+        deterministic: Fix the noise variance at :data:`MIN_NOISE` (noise-free objectives)
+            instead of fitting it.
 
     Returns:
         ``(params, objective)``: the fitted hyperparameters and the minimized
@@ -177,7 +184,8 @@ def fit_map(
         (grad,) = torch.autograd.grad(loss, raw)
         return float(loss.detach()), grad.numpy()
 
-    x0 = init.to_raw()
+    bounds = _raw_bounds(train_X.shape[-1], deterministic=deterministic)
+    x0 = np.clip(init.to_raw(), *zip(*bounds, strict=True))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericsWarning)  # jitter retries mid-fit are harmless
         res = scipy.optimize.minimize(
@@ -185,7 +193,7 @@ def fit_map(
             x0,
             jac=True,
             method="L-BFGS-B",
-            bounds=_raw_bounds(train_X.shape[-1]),
+            bounds=bounds,
             options={"gtol": gtol, "maxiter": maxiter},
         )
     if not np.isfinite(res.fun):

@@ -133,6 +133,7 @@ def _run_headstart(task: Task, seed: int, budget: int, method: str) -> list[dict
         method=method,
         seed=seed,
         budget=budget,
+        deterministic=True,  # the test functions are noiseless (Optuna's GP is told so too)
     )
     recorder = _Recorder(task)
     for _ in range(budget):
