@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default=DEFAULT_METHODS, help="Comma-separated methods.")
     p.add_argument("--tasks", default=DEFAULT_TASKS, help="Comma-separated tasks.")
-    p.add_argument("--seeds", default="10", help="A count N (0..N-1), a range A-B or a list 0,3,7.")
+    p.add_argument("--seeds", default="30", help="A count N (0..N-1), a range A-B or a list 0,3,7.")
     p.add_argument("--budget", type=int, default=50, help="Evaluations per run.")
     p.add_argument("--workers", type=int, default=2, help="Worker processes (1 = inline).")
     p.add_argument("--out", type=Path, default=None, help=f"Output directory (default {DOCS_DIR}).")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -282,3 +283,19 @@ def test_cli_bench_list_and_run(tmp_path):
     assert len(read_results(tmp_path / "t.csv")) == 12
     assert (tmp_path / "t.png").stat().st_size > 5000
     assert "Verdict" in (tmp_path / "t.md").read_text()
+
+
+def test_suggest_latency_script_smoke(tmp_path):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "suggest_latency.py"
+    spec = importlib.util.spec_from_file_location("suggest_latency", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "lat"
+    module.main(
+        ["--sizes", "11", "--repeats", "1", "--methods", "headstart", "optuna", "--out", str(out)]
+    )
+    table = out.with_suffix(".md").read_text()
+    assert "| 11 |" in table and "headstart / optuna" in table
+    assert out.with_suffix(".csv").read_text().startswith("n,headstart,optuna")
