@@ -174,3 +174,61 @@ def test_trial_round_trip_is_exact(params, value):
     done = store.finish_trial(t.trial_id, state=TrialState.COMPLETE, value=value)
     assert done.params == params and done.user_attrs == params
     assert done.value == value  # bit-exact, except that SQLite stores -0.0 as 0.0
+
+
+# --- model cache and schema migration -------------------------------------------------------------
+def test_model_cache_round_trip_survives_reopening(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = Storage(url)
+    value = {"lengthscales": [0.5, 1e-300, 2.0], "weights": {"a": 0.25}, "note": "é", "n": None}
+    assert store.get_cache("k") is None
+    store.put_cache("k", "scaml-meta", value)
+    assert store.get_cache("k") == value
+    store.put_cache("k", "scaml-meta", {"v": 2})  # upsert
+    store.put_cache("other", "rgpe", {"v": 3})
+    reopened = Storage(url)  # a second engine, as another process would have
+    assert reopened.get_cache("k") == {"v": 2} and reopened.get_cache("other") == {"v": 3}
+    assert reopened.clear_cache(kind="rgpe") == 1
+    assert reopened.get_cache("other") is None and store.get_cache("k") == {"v": 2}
+    assert reopened.clear_cache() == 1 and store.get_cache("k") is None
+
+
+def test_model_cache_refuses_what_is_not_json():
+    store = get_storage(None)
+    with pytest.raises(StorageError, match="not JSON"):
+        store.put_cache("k", "x", {"bad": math.nan})
+    with pytest.raises(StorageError, match="not JSON"):
+        store.put_cache("k", "x", {"bad": object()})
+    with pytest.raises(StorageError, match="must be a dict"):
+        store.put_cache("k", "x", [1, 2])
+    with pytest.raises(StorageError, match="key"):
+        store.put_cache("", "x", {})
+    assert store.get_cache("k") is None  # nothing half-written
+
+
+def test_version_1_storage_is_migrated_on_open(tmp_path):
+    path = tmp_path / "old.db"
+    record = new_study(Storage(f"sqlite:///{path}"), "kept")
+    with sqlite3.connect(path) as conn:  # make it a version-1 storage: no model_cache table
+        conn.execute("DROP TABLE model_cache")
+        conn.execute("UPDATE headstart_version SET schema_version = 1")
+    store = Storage(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT schema_version FROM headstart_version").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+    assert SCHEMA_VERSION == 2 and store.get_study("kept") == record
+    store.put_cache("k", "x", {"ok": True})
+    assert Storage(f"sqlite:///{path}").get_cache("k") == {"ok": True}
+
+
+def test_bulk_reads_of_studies_and_trials():
+    store = get_storage(None)
+    a, b = new_study(store, "a"), new_study(store, "b")
+    store.create_trials(a.study_id, [{"state": "complete", "params": {"x": 0.1}, "value": 1.0}] * 2)
+    store.create_trial(a.study_id, state=TrialState.RUNNING, params={"x": 0.2})
+    assert [s.name for s in store.get_studies()] == ["a", "b"]
+    done = store.get_trials_of_studies([a.study_id, b.study_id], [TrialState.COMPLETE])
+    assert [t.number for t in done[a.study_id]] == [0, 1] and done[b.study_id] == []
+    assert len(store.get_trials_of_studies([a.study_id])[a.study_id]) == 3
+    assert store.get_trials_of_studies([]) == {}

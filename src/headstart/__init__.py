@@ -15,15 +15,19 @@ from __future__ import annotations
 
 from headstart.exceptions import (
     DuplicatedStudyError,
+    EmptySourceError,
     HeadstartError,
     HeadstartWarning,
     InvalidParamsError,
     InvalidSettingError,
     InvalidValueError,
+    MetaDataValueError,
     ModelFittingError,
     NoCompletedTrialsError,
     NumericsWarning,
     SearchSpaceError,
+    SourceFileError,
+    SourceSpaceMismatchError,
     StorageError,
     StorageVersionError,
     TrialAlreadyFinishedError,
@@ -31,8 +35,10 @@ from headstart.exceptions import (
     UnknownTrialError,
 )
 from headstart.priors import Beta, Normal, Uniform
+from headstart.sources import MetaTask
 from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
 from headstart.study import Study, Trial, create_study, delete_study, load_study
+from headstart.transfer import TransferReport
 
 __version__ = "0.1.0"
 
@@ -40,6 +46,7 @@ __all__ = [
     "Beta",
     "Categorical",
     "DuplicatedStudyError",
+    "EmptySourceError",
     "Fixed",
     "Float",
     "HeadstartError",
@@ -48,15 +55,20 @@ __all__ = [
     "InvalidParamsError",
     "InvalidSettingError",
     "InvalidValueError",
+    "MetaDataValueError",
+    "MetaTask",
     "ModelFittingError",
     "NoCompletedTrialsError",
     "Normal",
     "NumericsWarning",
     "SearchSpace",
     "SearchSpaceError",
+    "SourceFileError",
+    "SourceSpaceMismatchError",
     "StorageError",
     "StorageVersionError",
     "Study",
+    "TransferReport",
     "Trial",
     "TrialAlreadyFinishedError",
     "Uniform",

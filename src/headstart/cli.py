@@ -144,8 +144,15 @@ def studies_show(
     plot: Annotated[
         Path | None, typer.Option(help="Also save a convergence plot (PNG) here.")
     ] = None,
+    weights_plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Transfer studies: also save a bar plot (PNG) of each source's learned weight."
+        ),
+    ] = None,
 ) -> None:
-    """Show a study: its space, settings, best trial and latest trials."""
+    """Show a study: its space, settings, best trial, latest trials and, for transfer-learning
+    studies, each source's learned weight."""
     from rich.table import Table
 
     import headstart as hs
@@ -153,7 +160,9 @@ def studies_show(
     study = hs.load_study(name, storage)
     out = _console(stderr=False)
     out.print(f"[bold]{study.name}[/] ({study.direction}) in {study.storage.url}")
-    out.print(f"settings: {json.dumps(study.settings)}")
+    settings = dict(study.settings)
+    transfer = settings.pop("transfer", None)
+    out.print(f"settings: {json.dumps(settings)}")
     space = Table("parameter", "definition")
     for pname, p in study.space.items():
         space.add_row(pname, json.dumps(p.to_json()))
@@ -178,6 +187,32 @@ def studies_show(
 
         plot_convergence(study, plot)
         _console().print(f"Convergence plot: {plot}")
+    if transfer:
+        _show_transfer(study, out, weights_plot)
+    elif weights_plot is not None:
+        raise typer.BadParameter(
+            f"study {name!r} does not use transfer learning; --weights-plot needs method='scaml' "
+            "(or rgpe / stackgp / mtgp).",
+            param_hint="--weights-plot",
+        )
+
+
+def _show_transfer(study, out, weights_plot: Path | None) -> None:
+    """Print (and optionally plot) the transfer report of a transfer-learning study."""
+    from rich.table import Table
+
+    report = study.transfer_report()
+    head = f"transfer ({report.method}) from {len(report.weights)} sources"
+    if report.residual_variance is not None:
+        head += f", residual variance {report.residual_variance:.4g}"
+    out.print(head + f", conditioned on {report.n_trials} trials:")
+    table = Table("source", "weight")
+    for source, weight in report.ranked():
+        table.add_row(source, f"{weight:.4g}")
+    out.print(table)
+    if weights_plot is not None:
+        report.plot(weights_plot)
+        _console().print(f"Weights plot: {weights_plot}")
 
 
 @studies_app.command("export")

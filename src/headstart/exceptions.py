@@ -56,6 +56,23 @@ class InvalidSettingError(HeadstartError, ValueError):
     """A study, strategy or benchmark option has an invalid value."""
 
 
+# --- transfer meta-data --------------------------------------------------------------------------
+class SourceSpaceMismatchError(HeadstartError, ValueError):
+    """A source of meta-data (study, DataFrame, array) does not live in the study's search space."""
+
+
+class EmptySourceError(HeadstartError, ValueError):
+    """A source of meta-data has no completed trials or no rows."""
+
+
+class MetaDataValueError(InvalidValueError):
+    """Meta-data hold a NaN, infinite or non-numeric value (the message names the task and row)."""
+
+
+class SourceFileError(HeadstartError, OSError):
+    """A meta-data file (CSV) cannot be found or parsed."""
+
+
 # --- storage --------------------------------------------------------------------------------------
 class StorageError(HeadstartError):
     """The storage could not be opened, read or written."""
@@ -81,15 +98,19 @@ class NumericsWarning(HeadstartWarning):
 
 __all__ = [
     "DuplicatedStudyError",
+    "EmptySourceError",
     "HeadstartError",
     "HeadstartWarning",
     "InvalidParamsError",
     "InvalidSettingError",
     "InvalidValueError",
+    "MetaDataValueError",
     "ModelFittingError",
     "NoCompletedTrialsError",
     "NumericsWarning",
     "SearchSpaceError",
+    "SourceFileError",
+    "SourceSpaceMismatchError",
     "StorageError",
     "StorageVersionError",
     "TrialAlreadyFinishedError",

@@ -3,7 +3,9 @@ r"""How the next configuration is chosen: an initial design, then the model-base
 The initial design is a scrambled Sobol sequence (Owen scrambling, seeded by the study's seed):
 the k-th design point is the k-th point of that sequence, so suggestions are reproducible across
 processes and restarts. After ``n_initial`` completed (or imported) trials, ``method="gp"`` asks
-the GP engine (:mod:`headstart._gp`); ``method="random"`` keeps sampling uniformly.
+the GP engine (:mod:`headstart._gp`); ``method="random"`` keeps sampling uniformly. The transfer
+methods (``"scaml"``, ``"rgpe"``, ``"stackgp"``, ``"mtgp"``) ask :mod:`headstart._transfer` and
+need no initial design by default: their first suggestion already uses the meta-data.
 """
 
 from __future__ import annotations
@@ -17,8 +19,22 @@ from scipy.stats import qmc
 from headstart.exceptions import InvalidSettingError
 from headstart.space import SearchSpace
 
-METHODS = ("gp", "random")
+TRANSFER_METHODS = ("scaml", "rgpe", "stackgp", "mtgp")
+METHODS = ("gp", "random", *TRANSFER_METHODS)
 ACQUISITIONS = ("logei", "ucb", "ts")
+TRANSFER_UCB_BETA = 9.0  # ScaML-GP's experiments: UCB with beta^(1/2) = 3 for every method
+
+
+def default_acquisition(method: str) -> str:
+    """``"ucb"`` for transfer methods (as in ScaML-GP's experiments), else ``"logei"``."""
+    return "ucb" if method in TRANSFER_METHODS else "logei"
+
+
+def default_ucb_beta(method: str) -> float:
+    """UCB's ``beta``: 9 for transfer methods (ScaML-GP, Sec. 5), else 2."""
+    from headstart._gp.acquisition import UCB_BETA
+
+    return TRANSFER_UCB_BETA if method in TRANSFER_METHODS else UCB_BETA
 
 
 def default_n_initial(dim: int, budget: int | None) -> int:
@@ -48,8 +64,12 @@ class Strategy:
         seed: Seed of the Sobol design and of every suggestion.
         n_initial: Size of the initial design; ``None`` for :func:`default_n_initial`.
         budget: Planned number of trials, used for the default ``n_initial``.
-        acquisition: ``"logei"`` (default), ``"ucb"`` or ``"ts"`` (Thompson sampling).
+        acquisition: ``"logei"``, ``"ucb"`` or ``"ts"`` (Thompson sampling); ``None`` for
+            :func:`default_acquisition`.
         deterministic: The objective is noise-free; the GP's noise is fixed at a tiny value.
+        meta_tasks: Earlier tasks (:class:`headstart.sources.MetaTask`) for transfer methods.
+        ucb_beta: UCB's ``beta``; ``None`` for :func:`default_ucb_beta`.
+        cache: A storage whose model cache keeps fitted meta-task GPs across studies.
     """
 
     def __init__(
@@ -60,11 +80,15 @@ class Strategy:
         seed: int = 0,
         n_initial: int | None = None,
         budget: int | None = None,
-        acquisition: str = "logei",
+        acquisition: str | None = None,
         deterministic: bool = False,
+        meta_tasks: Sequence = (),
+        ucb_beta: float | None = None,
+        cache=None,
     ) -> None:
         if method not in METHODS:
             raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
+        acquisition = acquisition or default_acquisition(method)
         if acquisition not in ACQUISITIONS:
             raise InvalidSettingError(
                 f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}."
@@ -74,9 +98,18 @@ class Strategy:
         self.seed = seed
         self.acquisition = acquisition
         self.deterministic = deterministic
-        self.n_initial = (
-            n_initial if n_initial is not None else default_n_initial(space.dim, budget)
-        )
+        self.meta_tasks = list(meta_tasks)
+        self.is_transfer = method in TRANSFER_METHODS
+        if self.is_transfer and not self.meta_tasks:
+            raise InvalidSettingError(
+                f"method={method!r} learns from earlier tasks; pass transfer_from=... (study "
+                "names, 'all', a DataFrame or MetaTasks), or use method='gp'."
+            )
+        self.ucb_beta = float(ucb_beta) if ucb_beta is not None else default_ucb_beta(method)
+        self.cache = cache
+        if n_initial is None:
+            n_initial = 0 if self.is_transfer else default_n_initial(space.dim, budget)
+        self.n_initial = n_initial
         self._engine = None
 
     def _gp_engine(self):
@@ -89,8 +122,42 @@ class Strategy:
                 acquisition=self.acquisition,
                 seed=self.seed,
                 deterministic=self.deterministic,
+                ucb_beta=self.ucb_beta,
             )
         return self._engine
+
+    def _transfer_engine(self):
+        if self._engine is None:
+            from headstart._gp import DimSpec
+            from headstart._transfer.engine import TransferOptimizer
+            from headstart._transfer.registry import make_surrogate
+
+            dims = [DimSpec(kind=c.kind, grid=c.grid) for c in self.space.columns]
+            is_cat = np.array([c.kind == "categorical" for c in self.space.columns])
+
+            def build():
+                return make_surrogate(
+                    self.method,
+                    self.meta_tasks,
+                    is_cat,
+                    seed=self.seed,
+                    deterministic=self.deterministic,
+                    cache=self.cache,
+                )
+
+            self._engine = TransferOptimizer(
+                dims, build, acquisition=self.acquisition, ucb_beta=self.ucb_beta
+            )
+        return self._engine
+
+    def transfer_surrogate(self, completed: Sequence[Mapping], values: Sequence[float]):
+        """The transfer surrogate conditioned on ``completed`` / ``values`` (maximize convention)."""
+        engine = self._transfer_engine()
+        X = self.space.encode(list(completed)) if len(completed) else np.zeros((0, self.space.dim))
+        engine.surrogate.condition(
+            X, np.asarray(values, dtype=np.float64), np.random.default_rng(0)
+        )
+        return engine.surrogate
 
     def suggest(
         self,
@@ -120,6 +187,11 @@ class Strategy:
         train_X = self.space.encode(list(completed) + list(pending))
         train_y = np.asarray(values, dtype=np.float64)
         if len(pending):
-            train_y = np.concatenate([train_y, np.full(len(pending), train_y.min())])
-        x = self._gp_engine().suggest(train_X, train_y, rng=rng)
+            if len(train_y):
+                liar = train_y.min()
+            else:  # transfer, nothing completed yet: the worst value seen in the meta-data
+                liar = min(float(t.y_max().min()) for t in self.meta_tasks)
+            train_y = np.concatenate([train_y, np.full(len(pending), liar)])
+        engine = self._transfer_engine() if self.is_transfer else self._gp_engine()
+        x = engine.suggest(train_X, train_y, rng=rng)
         return self.space.decode(x)[0]

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from headstart._transfer.snapshot import load_meta_data, save_meta_data
 from headstart.exceptions import (
     DuplicatedStudyError,
     HeadstartWarning,
@@ -36,9 +37,16 @@ from headstart.exceptions import (
     SearchSpaceError,
     UnknownTrialError,
 )
+from headstart.sources import resolve_sources
 from headstart.space import SearchSpace
 from headstart.storage import DEFAULT_STORAGE_URL, Storage, TrialRecord, TrialState, get_storage
-from headstart.strategy import ACQUISITIONS, METHODS, Strategy
+from headstart.strategy import (
+    ACQUISITIONS,
+    METHODS,
+    TRANSFER_METHODS,
+    Strategy,
+    default_acquisition,
+)
 
 DIRECTIONS = ("minimize", "maximize")
 
@@ -93,7 +101,13 @@ def check_value(value: Any) -> float:
 
 
 def _check_settings(
-    direction: str, method: str, acquisition: str, n_initial: Any, budget: Any, deterministic: Any
+    direction: str,
+    method: str,
+    acquisition: str,
+    n_initial: Any,
+    budget: Any,
+    deterministic: Any,
+    ucb_beta: Any = None,
 ) -> None:
     if not isinstance(deterministic, bool):
         raise InvalidSettingError(f"deterministic must be True or False; got {deterministic!r}.")
@@ -106,8 +120,16 @@ def _check_settings(
             f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}."
         )
     for label, v in (("n_initial", n_initial), ("budget", budget)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        low = 0 if (label == "n_initial" and method in TRANSFER_METHODS) else 1
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
             raise InvalidSettingError(f"{label} must be a positive integer or None; got {v!r}.")
+    if ucb_beta is not None and (
+        isinstance(ucb_beta, bool)
+        or not isinstance(ucb_beta, int | float)
+        or not math.isfinite(ucb_beta)
+        or ucb_beta < 0
+    ):
+        raise InvalidSettingError(f"ucb_beta must be a finite number >= 0; got {ucb_beta!r}.")
 
 
 class Study:
@@ -121,14 +143,18 @@ class Study:
         self.direction: str = record.direction
         self.space = SearchSpace.from_json(record.space)
         self.settings: dict[str, Any] = dict(record.settings)
+        transfer = self.settings.get("transfer")
         self._strategy = Strategy(
             self.space,
             method=self.settings.get("method", "gp"),
             seed=int(self.settings.get("seed", 0)),
             n_initial=self.settings.get("n_initial"),
             budget=self.settings.get("budget"),
-            acquisition=self.settings.get("acquisition", "logei"),
+            acquisition=self.settings.get("acquisition"),
             deterministic=bool(self.settings.get("deterministic", False)),
+            meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
+            ucb_beta=self.settings.get("ucb_beta"),
+            cache=storage,
         )
 
     def __repr__(self) -> str:
@@ -329,6 +355,35 @@ class Study:
     def best_params(self) -> dict[str, Any]:
         return self.best_trial.params
 
+    def transfer_report(self):
+        """Each source's learned weight given the completed trials (transfer methods only).
+
+        Returns:
+            A :class:`headstart.transfer.TransferReport`.
+
+        Raises:
+            InvalidSettingError: the study does not use a transfer method.
+        """
+        from headstart.transfer import TransferReport
+
+        if self.settings.get("method") not in TRANSFER_METHODS:
+            raise InvalidSettingError(
+                f"Study {self.name!r} uses method={self.settings.get('method')!r}, which learns "
+                "nothing from earlier tasks; create it with method='scaml' and transfer_from=... ."
+            )
+        done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
+        surrogate = self._strategy.transfer_surrogate(
+            [r.params for r in done], [self._to_max(r.value) for r in done]
+        )
+        residual = getattr(surrogate, "residual_variance", None)
+        return TransferReport(
+            study=self.name,
+            method=self.settings["method"],
+            n_trials=len(done),
+            weights=surrogate.report(),
+            residual_variance=residual() if callable(residual) else None,
+        )
+
     def trials_dataframe(self):
         """A pandas DataFrame with one row per trial and one ``params_<name>`` column per parameter."""
         import pandas as pd
@@ -391,8 +446,10 @@ def create_study(
     seed: int | None = None,
     n_initial: int | None = None,
     budget: int | None = None,
-    acquisition: str = "logei",
+    acquisition: str | None = None,
     deterministic: bool = False,
+    transfer_from: Any = None,
+    ucb_beta: float | None = None,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -402,14 +459,23 @@ def create_study(
         direction: ``"minimize"`` or ``"maximize"``.
         storage: A SQLAlchemy URL (default ``sqlite:///headstart.db``), a Storage, or ``None`` for
             an in-memory study.
-        method: ``"gp"`` (GP-BO) or ``"random"``.
+        method: ``"gp"`` (GP-BO), ``"random"``, or a transfer method that also learns from
+            ``transfer_from``: ``"scaml"`` (ScaML-GP, Tighineanu et al. 2024), ``"rgpe"``,
+            ``"stackgp"`` or ``"mtgp"`` (baselines).
         seed: Seed of every suggestion (drawn at random and stored when ``None``).
         n_initial: Size of the Sobol initial design (default ``min(2d + 1, budget / 5)``).
         budget: Planned number of trials (sets the default ``n_initial``).
-        acquisition: ``"logei"``, ``"ucb"`` or ``"ts"``.
+        acquisition: ``"logei"``, ``"ucb"`` or ``"ts"``; default ``"logei"``, and ``"ucb"`` for
+            transfer methods (as in the ScaML-GP paper).
         deterministic: Set ``True`` when evaluating the same configuration twice gives the same
             value (simulations, test functions): the GP then interpolates instead of fitting a
             noise level, which converges faster on such objectives.
+        transfer_from: Earlier tasks on the same search space for a transfer method: study
+            names, ``"all"`` (every study in the storage with this space), MetaTasks, pandas
+            DataFrames or CSV paths (see :func:`headstart.sources.resolve_sources`). The
+            meta-data are copied into the storage when the study is created.
+        ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
+            methods (ScaML-GP's ``beta^(1/2) = 3``).
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space or direction.
@@ -421,8 +487,25 @@ def create_study(
             f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "
             "hs.SearchSpace({...})."
         )
-    _check_settings(direction, method, acquisition, n_initial, budget, deterministic)
+    acquisition = acquisition if acquisition is not None else default_acquisition(method)
+    _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
     store = get_storage(storage)
+    transfer = None
+    if transfer_from is not None:
+        if method not in TRANSFER_METHODS:
+            raise InvalidSettingError(
+                f"transfer_from needs a transfer method; method={method!r} ignores earlier tasks. "
+                f"Use method='scaml' (or one of {TRANSFER_METHODS})."
+            )
+        transfer = save_meta_data(
+            store,
+            resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,)),
+        )
+    elif method in TRANSFER_METHODS:
+        raise InvalidSettingError(
+            f"method={method!r} learns from earlier tasks; pass transfer_from=... (study names, "
+            "'all', a DataFrame or MetaTasks), or use method='gp'."
+        )
     drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
     settings = {
         "method": method,
@@ -431,6 +514,8 @@ def create_study(
         "budget": budget,
         "acquisition": acquisition,
         "deterministic": bool(deterministic),
+        "ucb_beta": None if ucb_beta is None else float(ucb_beta),
+        "transfer": transfer,
     }
     try:
         record = store.create_study(

@@ -157,6 +157,7 @@ class Criterion:
         best_f: Incumbent (largest standardized observation).
         log_prior: Maps an ``m x d`` array in ``[0, 1]`` to ``m`` log densities, or ``None``.
         prior_exponent: ``gamma >= 0``.
+        beta: UCB exploration weight (``mu + sqrt(beta) sigma``); ScaML-GP's experiments use 9.
     """
 
     def __init__(
@@ -166,6 +167,7 @@ class Criterion:
         best_f: float,
         log_prior: Callable[[np.ndarray], np.ndarray] | None = None,
         prior_exponent: float = 0.0,
+        beta: float = UCB_BETA,
     ) -> None:
         if kind not in ("logei", "ucb"):
             raise ValueError(f"kind must be 'logei' or 'ucb'; got {kind!r}.")
@@ -174,6 +176,9 @@ class Criterion:
         self.best_f = float(best_f)
         self.log_prior = log_prior if (log_prior is not None and prior_exponent > 0) else None
         self.prior_exponent = float(prior_exponent)
+        if not beta >= 0.0:
+            raise ValueError(f"beta must be >= 0; got {beta!r}.")
+        self.beta = float(beta)
 
     def prior_term(self, X: np.ndarray) -> np.ndarray:
         """``gamma * log max(pi(X), 1e-12)`` for ``X`` (``m x d``): returns ``m`` (0 if no prior)."""
@@ -191,9 +196,9 @@ class Criterion:
             if self.kind == "logei":
                 out[i : i + chunk] = log_ei(mean, var, self.best_f)
             elif self.log_prior is None:
-                out[i : i + chunk] = ucb(mean, var)
+                out[i : i + chunk] = ucb(mean, var, self.beta)
             else:
-                out[i : i + chunk] = log_softplus(ucb(mean, var) - self.best_f)[0]
+                out[i : i + chunk] = log_softplus(ucb(mean, var, self.beta) - self.best_f)[0]
         return out + self.prior_term(X)
 
     def value_and_grad(self, X: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -203,8 +208,8 @@ class Criterion:
             values, d_mean, d_var = log_ei_and_grad(mean, var, self.best_f)
         else:
             sigma = np.sqrt(var)
-            values = mean + math.sqrt(UCB_BETA) * sigma
-            d_mean, d_var = np.ones_like(mean), math.sqrt(UCB_BETA) / (2.0 * sigma)
+            values = mean + math.sqrt(self.beta) * sigma
+            d_mean, d_var = np.ones_like(mean), math.sqrt(self.beta) / (2.0 * sigma)
             if self.log_prior is not None:
                 values, outer = log_softplus(values - self.best_f)
                 d_mean, d_var = d_mean * outer, d_var * outer

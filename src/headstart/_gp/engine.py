@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from headstart._gp.acquisition import Criterion
+from headstart._gp.acquisition import UCB_BETA, Criterion
 from headstart._gp.model import ExactGP, GPParams, fit_map
 from headstart._gp.optimize import MixedSpace, optimize_criterion, thompson_sample
 from headstart._gp.threads import limit_threads
@@ -80,11 +80,12 @@ class GPOptimizer:
 
     Args:
         dims: One :class:`DimSpec` per encoded column.
-        acquisition: ``"logei"`` (default), ``"ucb"`` (``beta = 2``) or ``"ts"``.
+        acquisition: ``"logei"`` (default), ``"ucb"`` or ``"ts"``.
         seed: Kept for reproducibility bookkeeping; randomness comes from ``suggest``'s ``rng``.
         deterministic: The objective is noise-free: fix the noise variance at its minimum
             (1e-6 of the standardized variance) instead of fitting it. On Hartmann-6 (budget 50,
             40 seeds) this lowered the mean final regret from 0.247 to 0.155.
+        ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma`` (default 2).
 
     Example:
         >>> opt = GPOptimizer([DimSpec("continuous"), DimSpec("integer", np.array([0.25, 0.75]))])
@@ -101,6 +102,7 @@ class GPOptimizer:
         acquisition: str = "logei",
         seed: int = 0,
         deterministic: bool = False,
+        ucb_beta: float = UCB_BETA,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
@@ -110,6 +112,7 @@ class GPOptimizer:
         self.acquisition = acquisition
         self.seed = seed
         self.deterministic = deterministic
+        self.ucb_beta = float(ucb_beta)
         is_cat = np.array([dim.kind == "categorical" for dim in self.dims])
         self._space = MixedSpace(tuple(dim.grid for dim in self.dims), is_cat)
         self._is_cat = torch.from_numpy(is_cat)
@@ -173,7 +176,9 @@ class GPOptimizer:
                 warm_started=self._warm_started,
             )
             kind = "ucb" if self.acquisition == "ucb" else "logei"
-            criterion = Criterion(gp, kind, float(y.max()), log_prior, prior_exponent)
+            criterion = Criterion(
+                gp, kind, float(y.max()), log_prior, prior_exponent, beta=self.ucb_beta
+            )
             if self.acquisition == "ts":
                 x = thompson_sample(gp, self._space, train_X, y, rng, criterion)
             else:

@@ -155,7 +155,7 @@ def optimize_criterion(
         criterion: The maximized criterion.
         space: Column layout.
         train_X: ``n x d`` training inputs (on their grids).
-        train_y: ``n`` targets (only the argmax is used: the incumbent start).
+        train_y: ``n`` targets (only the argmax is used: the incumbent start); may be empty.
         rng: Seeds the Sobol screening and the roulette.
         lengthscales: ``d`` fitted lengthscales (preconditioning).
 
@@ -166,8 +166,11 @@ def optimize_criterion(
     pool = space.snap(_sobol(d, N_SOBOL, rng))
     pool_values = criterion.value(pool)
     starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
-    incumbent = space.snap(train_X[np.argmax(train_y)][None, :].copy())
-    X = np.concatenate([incumbent, starts])
+    if len(train_y):
+        incumbent = space.snap(train_X[np.argmax(train_y)][None, :].copy())
+        X = np.concatenate([incumbent, starts])
+    else:  # no data yet (a transfer model's prior): Sobol starts only
+        X = starts
     F = criterion.value(X)
 
     relaxed = space.relaxed_cols

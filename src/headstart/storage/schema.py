@@ -5,14 +5,22 @@ r"""The SQL schema (SQLAlchemy Core). Bump :data:`SCHEMA_VERSION` whenever a tab
 * ``studies`` - name (unique), direction, search space and settings as JSON text, creation time.
 * ``trials`` - one row per trial; ``(study_id, number)`` is unique, so two writers can never
   create the same trial number, whatever the backend.
+* ``model_cache`` - fitted meta-models as JSON, keyed by a hash of their meta-data and settings
+  (added in version 2), so transfer models are fitted once per set of source studies.
+
+Older storages are migrated on open, in one transaction, by the steps in :data:`MIGRATIONS`
+(version ``v`` → ``v + 1``); newer ones are refused.
 
 Everything is stored as JSON text or plain numbers; nothing is ever pickled.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import (
     Column,
+    Connection,
     Float,
     ForeignKey,
     Index,
@@ -24,7 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -66,3 +74,21 @@ trials_table = Table(
     UniqueConstraint("study_id", "number", name="uq_trial_number"),
     Index("ix_trials_study_state", "study_id", "state"),
 )
+
+model_cache_table = Table(
+    "model_cache",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("kind", String(64), nullable=False),
+    Column("value_json", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+
+def _add_model_cache(conn: Connection) -> None:
+    model_cache_table.create(conn, checkfirst=True)
+
+
+#: ``MIGRATIONS[v]`` upgrades a version-``v`` storage to version ``v + 1`` inside the open
+#: transaction (DDL is transactional on SQLite and PostgreSQL, so a failed step leaves no trace).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_model_cache}

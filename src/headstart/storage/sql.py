@@ -35,8 +35,10 @@ from headstart.exceptions import (
 )
 from headstart.storage.records import StudyRecord, StudySummary, TrialRecord, TrialState
 from headstart.storage.schema import (
+    MIGRATIONS,
     SCHEMA_VERSION,
     metadata,
+    model_cache_table,
     studies_table,
     trials_table,
     version_table,
@@ -90,6 +92,23 @@ def _make_engine(url: str) -> Engine:
     return engine
 
 
+def _upsert_cache(conn: Connection, row: dict[str, Any]) -> None:
+    """Insert or replace one ``model_cache`` row; atomic under concurrent writers on PG/SQLite."""
+    c = model_cache_table.c
+    dialect = conn.dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(model_cache_table).values(**row)
+        update = {k: stmt.excluded[k] for k in ("kind", "value_json", "created_at")}
+        conn.execute(stmt.on_conflict_do_update(index_elements=[c.key], set_=update))
+        return
+    conn.execute(model_cache_table.delete().where(c.key == row["key"]))
+    conn.execute(model_cache_table.insert().values(**row))
+
+
 class Storage:
     """Studies and trials in a SQL database. Use :func:`get_storage` to open one.
 
@@ -123,15 +142,29 @@ class Storage:
 
     # --- plumbing --------------------------------------------------------------------------------
     def _init_schema(self) -> None:
+        """Create the tables of a new storage, or migrate an older one, in one transaction."""
+
         def init(conn: Connection) -> None:
-            metadata.create_all(conn)
-            found = conn.execute(select(version_table.c.schema_version)).scalars().all()
+            version_table.create(conn, checkfirst=True)
+            # FOR UPDATE: a second process opening an old PostgreSQL storage waits for the first
+            # one's migration instead of running it twice (SQLite's BEGIN IMMEDIATE does the same).
+            found = (
+                conn.execute(select(version_table.c.schema_version).with_for_update())
+                .scalars()
+                .all()
+            )
             if not found:
+                metadata.create_all(conn)
                 conn.execute(version_table.insert().values(schema_version=SCHEMA_VERSION))
+                return
+            if len(found) == 1 and found[0] in MIGRATIONS:
+                for version in range(found[0], SCHEMA_VERSION):
+                    MIGRATIONS[version](conn)
+                conn.execute(version_table.update().values(schema_version=SCHEMA_VERSION))
             elif found != [SCHEMA_VERSION]:
                 raise StorageVersionError(
                     f"Storage {self.url!r} has schema version {found}, but this headstart reads "
-                    f"version {SCHEMA_VERSION}. Use the headstart version that wrote it, or "
+                    f"versions up to {SCHEMA_VERSION}. Use the headstart version that wrote it, or "
                     "export its studies (headstart studies export) and re-import them."
                 )
 
@@ -289,6 +322,11 @@ class Storage:
 
         return self._read(summaries)
 
+    def get_studies(self) -> list[StudyRecord]:
+        """Every stored study (space and settings included), oldest first, in one query."""
+        query = select(studies_table).order_by(studies_table.c.study_id)
+        return self._read(lambda conn: [self._study(r) for r in conn.execute(query)])
+
     def update_study_settings(self, study_id: int, settings: dict) -> None:
         settings_json = _dumps(settings)
         self._write(
@@ -444,3 +482,70 @@ class Storage:
             query = query.where(trials_table.c.state.in_([TrialState(s).value for s in states]))
         query = query.order_by(trials_table.c.number)
         return self._read(lambda conn: [self._trial(r) for r in conn.execute(query)])
+
+    def get_trials_of_studies(
+        self, study_ids: Sequence[int], states: Sequence[TrialState] | None = None
+    ) -> dict[int, list[TrialRecord]]:
+        """``{study_id: trials ordered by number}`` for many studies in one query."""
+        t = trials_table.c
+        out: dict[int, list[TrialRecord]] = {int(i): [] for i in study_ids}
+        if not out:
+            return out
+        query = select(trials_table).where(t.study_id.in_(list(out)))
+        if states is not None:
+            query = query.where(t.state.in_([TrialState(s).value for s in states]))
+        query = query.order_by(t.study_id, t.number)
+
+        def read(conn: Connection) -> dict[int, list[TrialRecord]]:
+            for row in conn.execute(query):
+                out[row.study_id].append(self._trial(row))
+            return out
+
+        return self._read(read)
+
+    # --- model cache -----------------------------------------------------------------------------
+    def get_cache(self, key: str) -> dict[str, Any] | None:
+        """The JSON dict stored under ``key`` by :meth:`put_cache`, or ``None``."""
+        c = model_cache_table.c
+        text = self._read(
+            lambda conn: conn.execute(select(c.value_json).where(c.key == key)).scalar()
+        )
+        return None if text is None else json.loads(text)
+
+    def put_cache(self, key: str, kind: str, value: dict[str, Any]) -> None:
+        """Store ``value`` (a JSON-ready dict) under ``key``, replacing any older entry.
+
+        One transaction (``INSERT ... ON CONFLICT DO UPDATE`` on SQLite and PostgreSQL, delete then
+        insert elsewhere), so a reader sees the old entry or the new one, never a mixture.
+        ``kind`` says what the entry is (e.g. ``"scaml-meta"``), for inspection.
+
+        Raises:
+            StorageError: ``value`` is not a dict of JSON data (NaN and inf are not JSON).
+        """
+        if not isinstance(key, str) or not 0 < len(key) <= 255:
+            raise StorageError(f"A cache key must be a string of 1 to 255 characters; got {key!r}.")
+        if not isinstance(value, dict):
+            raise StorageError(f"A cache value must be a dict; got {type(value).__name__}.")
+        try:
+            text = _dumps(value)
+        except (TypeError, ValueError) as e:
+            raise StorageError(
+                f"Cache entry {key!r} is not JSON ({e}); store lists of finite floats (convert "
+                "arrays with .tolist()), strings, ints, bools and None."
+            ) from e
+        row = {"key": key, "kind": str(kind), "value_json": text, "created_at": _now()}
+        for attempt in range(5):  # only the generic delete-then-insert can race (on a new key)
+            try:
+                self._write(lambda conn: _upsert_cache(conn, row))
+                return
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.01 * 2**attempt)
+
+    def clear_cache(self, kind: str | None = None) -> int:
+        """Delete every cache entry (or those of one ``kind``); returns how many were deleted."""
+        query = model_cache_table.delete()
+        if kind is not None:
+            query = query.where(model_cache_table.c.kind == kind)
+        return int(self._write(lambda conn: conn.execute(query).rowcount))

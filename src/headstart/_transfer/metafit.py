@@ -1,0 +1,840 @@
+r"""Independent meta-task GPs of ScaML-GP, fitted and evaluated as one batch.
+
+ScaML-GP (Tighineanu et al., "Scalable Meta-Learning with Gaussian Processes", AISTATS 2024)
+models each meta-task ``m = 1..M`` by its own zero-mean GP (assumption A1, Sec. 4) and fits its
+hyperparameters on its own data only (modularisation A3). The test-task prior (Theorem 1) needs
+only the meta posteriors
+
+    mu_m(x)         = k_m(x, X_m) K_m^{-1} y_m                              (R&W Eq. 2.25)
+    Sigma_m(x, x')  = k_m(x, x') - k_m(x, X_m) K_m^{-1} k_m(X_m, x')        (R&W Eq. 2.26)
+
+with ``K_m = k_m(X_m, X_m) + sigma_m^2 I`` and ``k_m`` the SE-ARD kernel of
+:mod:`headstart._transfer.se_kernel`. Each task's ``y`` is standardized by its own mean and
+standard deviation (App. C.1); predictions are returned in raw units.
+
+**MAP fit** (Sec. 5, App. C.5). Each meta-GP maximizes ``log p(y_m | theta_m) + log p(theta_m)``
+(the meta terms of Eq. 8 plus log-priors) with
+
+    ell_j ~ Gamma(3, 6),  s ~ Gamma(2, 0.15)  (shape, rate),  log sigma^2 ~ N(-8, 2^2),
+    ell_j, s in [1e-4, 1e2],  sigma^2 in [1e-8, 1e-2],
+
+over the log-parameters with box bounds, by L-BFGS-B from one given (or default: ``ell = 0.5``,
+``s = 1``, ``sigma^2 = 1e-3``) start plus ``n_restarts`` starts drawn from the priors, keeping the
+best start per task. As BoTorch's ``ExactMarginalLogLikelihood`` does, L-BFGS-B sees the
+objective divided by ``n_m``, so its tolerances mean the same for every task size.
+
+**Batching.** All (task, start) pairs are independent L-BFGS-B runs of
+:func:`headstart._gp.lbfgsb.batched_lbfgsb`, and every objective evaluation is one batched torch
+computation over the requested runs. Tasks are padded to a common size: a padded row ``i`` has
+``y_i = 0`` and ``K_ii = 1``, ``K_ij = 0`` (``j != i``), so ``K`` is block diagonal with an identity
+block, its Cholesky factor is ``blockdiag(L_m, I)`` and the padding adds exactly 0 to
+``y^T K^{-1} y`` and to ``log det K``. Tasks are grouped by size (geometric buckets) so that one
+large task does not make every small one cubic in the large size.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from headstart._gp.lbfgsb import batched_lbfgsb
+from headstart._gp.threads import limit_threads
+from headstart._transfer.se_kernel import DTYPE, scale_inputs, scaled_sq_dist, se_kernel
+from headstart.exceptions import ModelFittingError, NumericsWarning
+
+# --- priors and constraints (App. C.5) --------------------------------------------------------
+LENGTHSCALE_PRIOR = (3.0, 6.0)  # Gamma(shape, rate) of each ell_j
+OUTPUTSCALE_PRIOR = (2.0, 0.15)  # Gamma(shape, rate) of s
+NOISE_PRIOR = (-8.0, 2.0)  # LogNormal(mu, sigma): log sigma^2 ~ N(mu, sigma^2)
+LENGTHSCALE_BOUNDS = (1e-4, 1e2)
+OUTPUTSCALE_BOUNDS = (1e-4, 1e2)
+NOISE_BOUNDS = (1e-8, 1e-2)
+DEFAULT_INIT = (0.5, 1.0, 1e-3)  # (ell, s, sigma^2) of the first start, as the reference code
+
+_FIT_MAXITER = 200
+_FIT_PGTOL = 1e-5  # on the per-datum objective (BoTorch's scale)
+_FIT_FACTR = 1e7  # SciPy's default relative-decrease tolerance
+_BUCKET_RATIO = 1.25  # tasks whose sizes differ by less than this factor share a padded size
+_BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
+_JITTER_TRIES = 6  # jitter 1e-8 * 10^k, k = 0..5, as headstart._gp.model.robust_cholesky
+_FIT_CHUNK_ELEMENTS = 1 << 18  # runs per objective call: ~2 MB of kernel matrices (cache-sized)
+_CHUNK_ELEMENTS = 1 << 20  # prediction works on row chunks of at most ~this many kernel entries
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _log_gamma_pdf(x: torch.Tensor, log_x: torch.Tensor, shape: float, rate: float) -> torch.Tensor:
+    return shape * math.log(rate) - math.lgamma(shape) + (shape - 1.0) * log_x - rate * x
+
+
+def log_prior(log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor) -> torch.Tensor:
+    r"""Log density of the meta-GP hyperprior (App. C.5), normalized, on the parameters themselves.
+
+    log p = sum_j log Gamma(ell_j; 3, 6) + log Gamma(s; 2, 0.15) + log LogNormal(sigma^2; -8, 2)
+
+    Gamma is in shape/rate form: ``log Gamma(x; a, b) = a log b - lgamma(a) + (a-1) log x - b x``.
+    As in GPyTorch, the density is that of ``theta`` (no Jacobian of the log transform).
+
+    Args:
+        log_ell: ``R x d`` log lengthscales.
+        log_s: ``R`` log output scales.
+        log_noise: ``R`` log noise variances.
+
+    Returns:
+        ``R`` log densities.
+    """
+    mu, sd = NOISE_PRIOR
+    lp_noise = -log_noise - math.log(sd) - 0.5 * _LOG_2PI - 0.5 * ((log_noise - mu) / sd) ** 2
+    return (
+        _log_gamma_pdf(torch.exp(log_ell), log_ell, *LENGTHSCALE_PRIOR).sum(-1)
+        + _log_gamma_pdf(torch.exp(log_s), log_s, *OUTPUTSCALE_PRIOR)
+        + lp_noise
+    )
+
+
+def _raw_bounds(d: int) -> np.ndarray:
+    """``(d + 2) x 2`` bounds of ``raw = (log ell_1..d, log s, log sigma^2)``."""
+    rows = [LENGTHSCALE_BOUNDS] * d + [OUTPUTSCALE_BOUNDS, NOISE_BOUNDS]
+    return np.log(np.asarray(rows, dtype=np.float64))
+
+
+# --- parameters -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetaGPParams:
+    r"""Hyperparameters of ``M`` meta-GPs, in standardized-``y`` units.
+
+    Attributes:
+        inv_sq_lengthscales: ``M x d`` weights ``w = 1 / ell^2``.
+        outputscale: ``M`` output scales ``s``.
+        noise: ``M`` noise variances ``sigma^2``.
+    """
+
+    inv_sq_lengthscales: np.ndarray
+    outputscale: np.ndarray
+    noise: np.ndarray
+
+    def __post_init__(self) -> None:
+        w = np.atleast_2d(np.asarray(self.inv_sq_lengthscales, dtype=np.float64))
+        object.__setattr__(self, "inv_sq_lengthscales", w)
+        for name in ("outputscale", "noise"):
+            value = np.asarray(getattr(self, name), dtype=np.float64).reshape(-1)
+            if value.shape != (w.shape[0],):
+                raise ValueError(f"{name} must have {w.shape[0]} entries; got {value.shape}.")
+            object.__setattr__(self, name, value)
+
+    @property
+    def lengthscales(self) -> np.ndarray:
+        """``M x d`` lengthscales ``ell = w^{-1/2}``."""
+        return 1.0 / np.sqrt(self.inv_sq_lengthscales)
+
+    def select(self, idx: np.ndarray) -> MetaGPParams:
+        """The rows ``idx``."""
+        return MetaGPParams(self.inv_sq_lengthscales[idx], self.outputscale[idx], self.noise[idx])
+
+    def to_raw(self) -> np.ndarray:
+        """``M x (d + 2)`` log-parameters ``(log ell, log s, log sigma^2)``, clipped to the bounds."""
+        raw = np.column_stack(
+            [-0.5 * np.log(self.inv_sq_lengthscales), np.log(self.outputscale), np.log(self.noise)]
+        )
+        bounds = _raw_bounds(self.inv_sq_lengthscales.shape[1])
+        return np.clip(raw, bounds[:, 0], bounds[:, 1])
+
+    @classmethod
+    def from_raw(cls, raw: np.ndarray) -> MetaGPParams:
+        """Inverse of :meth:`to_raw`."""
+        raw = np.atleast_2d(np.asarray(raw, dtype=np.float64))
+        return cls(np.exp(-2.0 * raw[:, :-2]), np.exp(raw[:, -2]), np.exp(raw[:, -1]))
+
+
+# --- batched MAP objective --------------------------------------------------------------------
+def _batched_cholesky(K: torch.Tensor, diag_mask: torch.Tensor, *, warn: bool) -> torch.Tensor:
+    """Cholesky of each ``K[r]``; jitter is added only to the matrices that fail (real rows only)."""
+    L, info = torch.linalg.cholesky_ex(K)
+    bad = info > 0
+    if not bool(bad.any()):
+        return L
+    if bool(torch.isnan(K).any()):
+        raise ModelFittingError("A meta-GP kernel matrix contains NaN; cannot factorize it.")
+    for k in range(_JITTER_TRIES):
+        jitter = 1e-8 * 10.0**k
+        if warn:
+            warnings.warn(
+                f"{int(bad.sum())} meta-GP kernel matrices not positive definite; retrying their "
+                f"Cholesky with jitter {jitter:.0e}.",
+                NumericsWarning,
+                stacklevel=3,
+            )
+        K = K + torch.diag_embed(jitter * bad.to(K.dtype).unsqueeze(-1) * diag_mask)
+        L, info = torch.linalg.cholesky_ex(K)
+        bad = info > 0
+        if not bool(bad.any()):
+            return L
+    raise ModelFittingError(
+        "A meta-GP kernel matrix is not positive definite even with jitter "
+        f"{1e-8 * 10.0 ** (_JITTER_TRIES - 1):.0e}. Check the meta-data for NaN."
+    )
+
+
+def _padded_gram(
+    X: torch.Tensor,
+    mask: torch.Tensor,
+    is_cat: torch.Tensor,
+    w: torch.Tensor,
+    s: torch.Tensor,
+    noise: torch.Tensor,
+) -> torch.Tensor:
+    """``K = k(X, X) + sigma^2 I`` on the real rows, identity on the padding: ``R x N x N``."""
+    K = se_kernel(X, X, is_cat, w, s, symmetric=True)
+    K = K * (mask.unsqueeze(-1) * mask.unsqueeze(-2))
+    return K + torch.diag_embed(noise.unsqueeze(-1) * mask + (1.0 - mask))
+
+
+def neg_log_posterior(
+    raw: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    n: torch.Tensor,
+    is_cat: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""MAP objective ``-(log p(y | theta) + log p(theta))`` of ``R`` padded tasks at once.
+
+    log p(y | theta) = -1/2 |L^{-1} y|^2 - sum_i log L_ii - n/2 log(2 pi)       (R&W Eq. 2.30)
+
+    Args:
+        raw: ``R x (d + 2)`` log-parameters ``(log ell, log s, log sigma^2)``.
+        X: ``R x N x d`` inputs, padded rows arbitrary.
+        y: ``R x N`` standardized targets, 0 on padded rows.
+        mask: ``R x N``: 1 on real rows, 0 on padded rows (real rows first).
+        n: ``R`` numbers of real rows.
+        is_cat: ``d`` boolean mask of categorical columns.
+
+    Returns:
+        ``(objective R, log marginal likelihood R)``, differentiable in ``raw``.
+    """
+    d = X.shape[-1]
+    log_ell, log_s, log_noise = raw[:, :d], raw[:, d], raw[:, d + 1]
+    K = _padded_gram(
+        X, mask, is_cat, torch.exp(-2.0 * log_ell), torch.exp(log_s), torch.exp(log_noise)
+    )
+    L = _batched_cholesky(K, mask, warn=False)
+    a = torch.linalg.solve_triangular(L, y.unsqueeze(-1), upper=False).squeeze(-1)
+    mll = (
+        -0.5 * (a * a).sum(-1)
+        - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        - 0.5 * n * _LOG_2PI
+    )
+    return -(mll + log_prior(log_ell, log_s, log_noise)), mll
+
+
+def _prior_grad(log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor) -> torch.Tensor:
+    """Gradient of :func:`log_prior` in ``(log ell, log s, log sigma^2)``: ``R x (d + 2)``."""
+    (a_l, b_l), (a_s, b_s), (mu, sd) = LENGTHSCALE_PRIOR, OUTPUTSCALE_PRIOR, NOISE_PRIOR
+    return torch.cat(
+        [
+            (a_l - 1.0) - b_l * torch.exp(log_ell),
+            ((a_s - 1.0) - b_s * torch.exp(log_s)).unsqueeze(-1),
+            (-1.0 - (log_noise - mu) / sd**2).unsqueeze(-1),
+        ],
+        dim=-1,
+    )
+
+
+def neg_log_posterior_and_grad(
+    raw: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    n: torch.Tensor,
+    is_cat: torch.Tensor,
+    *,
+    padded: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r""":func:`neg_log_posterior` and its gradient in ``raw``, in closed form.
+
+    With ``W = (K^{-1} - alpha alpha^T) / 2`` (the gradient of ``-log p(y | theta)`` in ``K``,
+    R&W Eq. 5.9), ``K_f = k(X, X)`` and ``P = W * K_f`` (elementwise):
+
+        d / d log s        = sum_ik P_ik
+        d / d log sigma^2  = sigma^2 tr(W)
+        d / d log ell_j    = w_j sum_ik P_ik D_j,ik,    D_j,ik = (x_ij - x_kj)^2 or 1[x_ij != x_kj]
+
+    and the numeric ``sum_ik P_ik D_j,ik = 2 sum_i x_ij^2 (P 1)_i - 2 x_j^T P x_j`` (``P``
+    symmetric). This avoids autograd through the batched Cholesky (several times the cost of the
+    factorization), and the kernel is built in place as ``exp(log s - r^2 / 2)`` so that each
+    ``R x N x N`` array is streamed through memory as few times as possible.
+
+    Args:
+        raw, X, y, mask, n, is_cat: As for :func:`neg_log_posterior`.
+        padded: ``False`` promises ``mask`` is all ones (skips the masking).
+
+    Returns:
+        ``(objective R, gradient R x (d + 2))``.
+    """
+    d = X.shape[-1]
+    log_ell, log_s, log_noise = raw[:, :d], raw[:, d], raw[:, d + 1]
+    w, noise = torch.exp(-2.0 * log_ell), torch.exp(log_noise)
+    num = (~is_cat).to(X.dtype)
+    Xc = X - 0.5
+    if padded:
+        Xc = Xc * mask.unsqueeze(-1)
+    Xs = Xc * (torch.exp(-log_ell) * num).unsqueeze(-2)
+    h = 0.5 * (log_s.unsqueeze(-1) - (Xs * Xs).sum(-1))  # log s - r^2/2 = h_i + h_k + Xs_i.Xs_k
+    E = torch.baddbmm(h.unsqueeze(-1) + h.unsqueeze(-2), Xs, Xs.transpose(-1, -2))
+    E = torch.minimum(E, log_s[:, None, None], out=E)  # r^2 >= 0
+    cat_cols = torch.nonzero(is_cat).flatten().tolist()
+    neq = [(X[:, :, j].unsqueeze(-1) != X[:, :, j].unsqueeze(-2)).to(X.dtype) for j in cat_cols]
+    for j, ind in zip(cat_cols, neq, strict=True):
+        E.sub_(ind * (0.5 * w[:, j, None, None]))
+    E.diagonal(dim1=-2, dim2=-1).copy_(log_s.unsqueeze(-1).expand(-1, E.shape[-1]))
+    Kf = E.exp_()
+    if padded:
+        Kf.mul_(mask.unsqueeze(-1)).mul_(mask.unsqueeze(-2))
+    K = Kf.clone()
+    K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1) * mask + (1.0 - mask))
+    L = _batched_cholesky(K, mask, warn=False)
+    K_inv = torch.cholesky_inverse(L)
+    alpha = K_inv @ y.unsqueeze(-1)  # R x N x 1
+    mll = (
+        -0.5 * (y * alpha.squeeze(-1)).sum(-1)
+        - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        - 0.5 * n * _LOG_2PI
+    )
+    W2 = K_inv.sub_(alpha * alpha.transpose(-1, -2))  # 2 W
+    g_noise = 0.5 * noise * (torch.diagonal(W2, dim1=-2, dim2=-1) * mask).sum(-1)
+    P2 = W2.mul_(Kf)  # 2 P
+    row = P2.sum(-1)  # R x N
+    D = (Xc * Xc * row.unsqueeze(-1)).sum(-2) - (Xc * (P2 @ Xc)).sum(-2)  # R x d
+    for j, ind in zip(cat_cols, neq, strict=True):
+        D[:, j] = 0.5 * (P2 * ind).sum((-1, -2))
+    grad = torch.cat([w * D, 0.5 * row.sum(-1, keepdim=True), g_noise.unsqueeze(-1)], dim=-1)
+    grad = grad - _prior_grad(log_ell, log_s, log_noise)
+    return -(mll + log_prior(log_ell, log_s, log_noise)), grad
+
+
+# --- data handling ----------------------------------------------------------------------------
+def _unpack_tasks(
+    tasks: Sequence[Any], is_cat: np.ndarray, names: Sequence[str] | None
+) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
+    Xs, ys, task_names = [], [], []
+    d = len(is_cat)
+    for m, task in enumerate(tasks):
+        if hasattr(task, "y_max"):  # headstart.sources.MetaTask
+            X, y, name = task.X, task.y_max(), str(task.name)
+        else:
+            X, y = task
+            name = f"task{m}"
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if X.ndim != 2 or X.shape[1] != d or X.shape[0] != len(y):
+            raise ValueError(
+                f"Meta-task {m}: expected X of shape (n, {d}) and n values of y; got X "
+                f"{X.shape} and {len(y)} values."
+            )
+        if len(y) == 0:
+            raise ValueError(f"Meta-task {m} ({name!r}) has no observations.")
+        if not (np.isfinite(X).all() and np.isfinite(y).all()):
+            raise ValueError(f"Meta-task {m} ({name!r}) contains NaN or infinite values.")
+        Xs.append(X)
+        ys.append(y)
+        task_names.append(name)
+    if not Xs:
+        raise ValueError("At least one meta-task is needed.")
+    if names is not None:
+        task_names = [str(v) for v in names]
+        if len(task_names) != len(Xs):
+            raise ValueError(f"Got {len(task_names)} names for {len(Xs)} meta-tasks.")
+    return Xs, ys, task_names
+
+
+def _standardize(ys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task mean and standard deviation (``ddof=0``; a constant ``y`` gets std 1)."""
+    mean = np.array([y.mean() for y in ys])
+    std = np.array([y.std() for y in ys])
+    return mean, np.where(std > 0, std, 1.0)
+
+
+def _pad(
+    Xs: list[np.ndarray], zs: list[np.ndarray], size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded ``X`` (``M x N x d``, padding at the cube centre), ``y``, ``mask`` and ``n``."""
+    n = np.array([len(z) for z in zs])
+    size = int(n.max()) if size is None else size
+    X = np.full((len(Xs), size, Xs[0].shape[1]), 0.5)
+    y = np.zeros((len(Xs), size))
+    mask = np.zeros((len(Xs), size))
+    for m, (Xm, zm) in enumerate(zip(Xs, zs, strict=True)):
+        X[m, : len(zm)], y[m, : len(zm)], mask[m, : len(zm)] = Xm, zm, 1.0
+    return (torch.from_numpy(X), torch.from_numpy(y), torch.from_numpy(mask), torch.from_numpy(n))
+
+
+def _size_buckets(n: np.ndarray) -> list[np.ndarray]:
+    """Task indices grouped by geometric size class (ratio ``_BUCKET_RATIO``, floor ``16``)."""
+    key = np.ceil(
+        np.log(np.maximum(n, _BUCKET_FLOOR) / _BUCKET_FLOOR) / math.log(_BUCKET_RATIO) - 1e-9
+    ).astype(int)
+    return [np.flatnonzero(key == k) for k in np.unique(key)]
+
+
+def _starts(
+    M: int, d: int, init: MetaGPParams | None, n_restarts: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``M x (1 + n_restarts) x (d + 2)`` raw starting points: ``init`` then prior draws."""
+    if init is None:
+        ell, s, noise = DEFAULT_INIT
+        first = np.tile(np.r_[np.full(d, math.log(ell)), math.log(s), math.log(noise)], (M, 1))
+    else:
+        if init.inv_sq_lengthscales.shape != (M, d):
+            raise ValueError(
+                f"init has {init.inv_sq_lengthscales.shape} lengthscales; expected {(M, d)}."
+            )
+        first = init.to_raw()
+    ell = rng.gamma(LENGTHSCALE_PRIOR[0], 1.0 / LENGTHSCALE_PRIOR[1], (M, n_restarts, d))
+    s = rng.gamma(OUTPUTSCALE_PRIOR[0], 1.0 / OUTPUTSCALE_PRIOR[1], (M, n_restarts, 1))
+    log_noise = rng.normal(NOISE_PRIOR[0], NOISE_PRIOR[1], (M, n_restarts, 1))
+    drawn = np.concatenate([np.log(ell), np.log(s), log_noise], axis=-1)
+    raw = np.concatenate([first[:, None, :], drawn], axis=1)
+    bounds = _raw_bounds(d)
+    return np.clip(raw, bounds[:, 0], bounds[:, 1])
+
+
+# --- fitting ----------------------------------------------------------------------------------
+def fit_meta_gps(
+    tasks: Sequence[Any],
+    is_cat: np.ndarray,
+    *,
+    names: Sequence[str] | None = None,
+    seed: int = 0,
+    n_restarts: int = 5,
+    init: MetaGPParams | None = None,
+) -> MetaGPs:
+    r"""Fit one independent zero-mean SE-ARD GP per meta-task by MAP, all tasks in one batch.
+
+    Args:
+        tasks: ``(X_m, y_m)`` pairs (``X_m`` ``n_m x d`` in ``[0, 1]``, ``y_m`` ``n_m`` raw values
+            to be *maximized*) or :class:`headstart.sources.MetaTask` objects (``X``,
+            ``y_max()``, ``name`` are used).
+        is_cat: ``d`` boolean mask of categorical columns (Hamming distance).
+        names: Task names (default: the ``MetaTask`` names, else ``"task0"``, ``"task1"``...).
+        seed: Seed of the prior draws of the restarts.
+        n_restarts: Starts drawn from the hyperprior, besides the first one.
+        init: First start per task (e.g. an earlier fit); default ``ell = 0.5, s = 1,
+            sigma^2 = 1e-3`` for every task.
+
+    Returns:
+        The fitted :class:`MetaGPs`.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.random((20, 1))
+        >>> gps = fit_meta_gps([(X, np.sin(6 * X[:, 0])), (X, X[:, 0])], np.array([False]))
+        >>> gps.mean(np.array([[0.3]])).shape
+        (2, 1)
+    """
+    is_cat = np.asarray(is_cat, dtype=bool).reshape(-1)
+    Xs, ys, task_names = _unpack_tasks(tasks, is_cat, names)
+    y_mean, y_std = _standardize(ys)
+    zs = [(y - mu) / sd for y, mu, sd in zip(ys, y_mean, y_std, strict=True)]
+    M, d, S = len(Xs), len(is_cat), 1 + int(n_restarts)
+    x0 = _starts(M, d, init, int(n_restarts), np.random.default_rng(seed)).reshape(M * S, d + 2)
+    is_cat_t = torch.from_numpy(is_cat)
+
+    n_all = np.array([len(z) for z in zs])
+    buckets = members_of = _size_buckets(n_all)
+    bucket_of = np.empty(M, dtype=int)
+    pos_in_bucket = np.empty(M, dtype=int)
+    padded = []
+    for b, members in enumerate(buckets):
+        bucket_of[members], pos_in_bucket[members] = b, np.arange(len(members))
+        padded.append(_pad([Xs[m] for m in members], [zs[m] for m in members]))
+
+    def fun(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        task = idx // S
+        values, grads = np.empty(len(idx)), np.empty_like(x)
+        for b in np.unique(bucket_of[task]):
+            in_bucket = np.flatnonzero(bucket_of[task] == b)
+            size = padded[b][0].shape[1]
+            step = max(1, _FIT_CHUNK_ELEMENTS // size**2)  # keep each chunk cache-sized
+            for start in range(0, len(in_bucket), step):
+                rows = in_bucket[start : start + step]
+                loc = pos_in_bucket[task[rows]]
+                Xb, yb, maskb, nb = (t[torch.from_numpy(loc)] for t in padded[b])
+                objective, grad = neg_log_posterior_and_grad(
+                    torch.from_numpy(x[rows]),
+                    Xb,
+                    yb,
+                    maskb,
+                    nb,
+                    is_cat_t,
+                    padded=bool((n_all[members_of[b][loc]] < size).any()),
+                )
+                values[rows] = (objective / nb).numpy()
+                grads[rows] = (grad / nb.unsqueeze(-1)).numpy()
+        return values, grads
+
+    with limit_threads():
+        raw, per_datum = batched_lbfgsb(
+            fun, x0, _raw_bounds(d), maxiter=_FIT_MAXITER, pgtol=_FIT_PGTOL, factr=_FIT_FACTR
+        )
+    per_datum = np.where(np.isfinite(per_datum), per_datum, np.inf).reshape(M, S)
+    best = per_datum.argmin(axis=1)
+    params = MetaGPParams.from_raw(raw.reshape(M, S, d + 2)[np.arange(M), best])
+    return MetaGPs._build(Xs, zs, is_cat, params, task_names, y_mean, y_std)
+
+
+# --- fitted meta-GPs --------------------------------------------------------------------------
+class MetaGPs:
+    r"""``M`` fitted meta-GPs with cached factors; predictions in raw units, batched over tasks.
+
+    Internally the tasks are padded to ``N = max_m n_m`` rows (``X`` at the cube centre, ``y = 0``,
+    kernel rows masked to 0, ``K`` identity on the padding), which leaves every posterior exactly
+    unchanged. Cached per task: ``L^{-1}`` of ``K = L L^T`` and ``alpha = K^{-1} y``.
+
+    Build with :func:`fit_meta_gps`, :meth:`from_params` or :meth:`from_json`.
+
+    Attributes:
+        names: Task names.
+        is_cat: ``d`` boolean mask of categorical columns.
+        params: Hyperparameters (standardized-``y`` units).
+        y_mean, y_std: ``M`` standardization constants: ``raw = y_mean + y_std * standardized``.
+        n_train: ``M`` numbers of observations.
+        log_marginal_likelihoods: ``M`` values of ``log p(y_m | X_m, theta_m)`` of the
+            standardized ``y`` at the fitted parameters (the meta terms of Eq. 8).
+    """
+
+    def __init__(
+        self,
+        names: list[str],
+        is_cat: np.ndarray,
+        params: MetaGPParams,
+        y_mean: np.ndarray,
+        y_std: np.ndarray,
+        X: torch.Tensor,
+        mask: torch.Tensor,
+        L_inv: torch.Tensor,
+        alpha: torch.Tensor,
+        log_marginal_likelihoods: np.ndarray,
+    ) -> None:
+        self.names = list(names)
+        self.is_cat = np.asarray(is_cat, dtype=bool)
+        self.params = params
+        self.y_mean = np.asarray(y_mean, dtype=np.float64)
+        self.y_std = np.asarray(y_std, dtype=np.float64)
+        self.log_marginal_likelihoods = np.asarray(log_marginal_likelihoods, dtype=np.float64)
+        self._X, self._mask, self._L_inv, self._alpha = X, mask, L_inv, alpha
+        self.n_train = mask.sum(-1).numpy().astype(int)
+        self._is_cat_t = torch.from_numpy(self.is_cat)
+        self._w = torch.from_numpy(params.inv_sq_lengthscales)
+        self._w_num = self._w * (~self._is_cat_t).to(DTYPE)
+        self._s = torch.from_numpy(params.outputscale)
+        self._Xs, self._Xs_norm = scale_inputs(X, torch.sqrt(self._w_num))
+        self._cat_cols = np.flatnonzero(self.is_cat).tolist()
+
+    # --- construction --------------------------------------------------------------------------
+    @classmethod
+    def _build(
+        cls,
+        Xs: list[np.ndarray],
+        zs: list[np.ndarray],
+        is_cat: np.ndarray,
+        params: MetaGPParams,
+        names: list[str],
+        y_mean: np.ndarray,
+        y_std: np.ndarray,
+    ) -> MetaGPs:
+        """Factorize every task's ``K`` at ``params`` (standardized targets ``zs``)."""
+        X, y, mask, n = _pad(Xs, zs)
+        with torch.no_grad(), limit_threads():
+            K = _padded_gram(
+                X,
+                mask,
+                torch.from_numpy(np.asarray(is_cat, dtype=bool)),
+                torch.from_numpy(params.inv_sq_lengthscales),
+                torch.from_numpy(params.outputscale),
+                torch.from_numpy(params.noise),
+            )
+            L = _batched_cholesky(K, mask, warn=True)
+            eye = torch.eye(L.shape[-1], dtype=DTYPE).expand_as(L).contiguous()
+            L_inv = torch.linalg.solve_triangular(L, eye, upper=False)
+            a = (L_inv @ y.unsqueeze(-1)).squeeze(-1)
+            alpha = (L_inv.transpose(-1, -2) @ a.unsqueeze(-1)).squeeze(-1)
+            diag = torch.diagonal(L, dim1=-2, dim2=-1)
+            lml = -0.5 * (a * a).sum(-1) - torch.log(diag).sum(-1) - 0.5 * n * _LOG_2PI
+        return cls(names, is_cat, params, y_mean, y_std, X, mask, L_inv, alpha, lml.numpy())
+
+    @classmethod
+    def from_params(
+        cls,
+        tasks: Sequence[Any],
+        is_cat: np.ndarray,
+        params: MetaGPParams,
+        *,
+        names: Sequence[str] | None = None,
+        y_mean: np.ndarray | None = None,
+        y_std: np.ndarray | None = None,
+    ) -> MetaGPs:
+        """Meta-GPs at given hyperparameters (no fit); ``y`` statistics default to the data's."""
+        is_cat = np.asarray(is_cat, dtype=bool).reshape(-1)
+        Xs, ys, task_names = _unpack_tasks(tasks, is_cat, names)
+        if params.inv_sq_lengthscales.shape != (len(Xs), len(is_cat)):
+            raise ValueError(
+                f"params hold {params.inv_sq_lengthscales.shape} lengthscales for "
+                f"{len(Xs)} tasks of dimension {len(is_cat)}."
+            )
+        mean, std = _standardize(ys)
+        mean = mean if y_mean is None else np.asarray(y_mean, dtype=np.float64)
+        std = std if y_std is None else np.asarray(y_std, dtype=np.float64)
+        zs = [(y - mu) / sd for y, mu, sd in zip(ys, mean, std, strict=True)]
+        return cls._build(Xs, zs, is_cat, params, task_names, mean, std)
+
+    def to_json(self) -> dict:
+        """Names, hyperparameters and ``y`` statistics as JSON-safe values (not the data)."""
+        p = self.params
+        return {
+            "names": list(self.names),
+            "inv_sq_lengthscales": [[float(v) for v in row] for row in p.inv_sq_lengthscales],
+            "outputscale": [float(v) for v in p.outputscale],
+            "noise": [float(v) for v in p.noise],
+            "y_mean": [float(v) for v in self.y_mean],
+            "y_std": [float(v) for v in self.y_std],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, tasks: Sequence[Any], is_cat: np.ndarray) -> MetaGPs:
+        """Rebuild from :meth:`to_json` output and the same meta-data (no refit)."""
+        params = MetaGPParams(
+            np.asarray(data["inv_sq_lengthscales"], dtype=np.float64).reshape(
+                len(data["names"]), -1
+            ),
+            np.asarray(data["outputscale"], dtype=np.float64),
+            np.asarray(data["noise"], dtype=np.float64),
+        )
+        return cls.from_params(
+            tasks,
+            is_cat,
+            params,
+            names=data["names"],
+            y_mean=np.asarray(data["y_mean"], dtype=np.float64),
+            y_std=np.asarray(data["y_std"], dtype=np.float64),
+        )
+
+    @property
+    def n_tasks(self) -> int:
+        """Number of meta-tasks ``M``."""
+        return len(self.names)
+
+    def select(self, idx: Sequence[int] | np.ndarray) -> MetaGPs:
+        """The meta-GPs of tasks ``idx`` (no refit; padding trimmed to their largest task)."""
+        idx = np.asarray(idx, dtype=int).reshape(-1)
+        t = torch.from_numpy(idx)
+        size = int(self._mask[t].sum(-1).max()) if len(idx) else 0
+        return MetaGPs(
+            [self.names[i] for i in idx],
+            self.is_cat,
+            self.params.select(idx),
+            self.y_mean[idx],
+            self.y_std[idx],
+            self._X[t, :size],
+            self._mask[t, :size],
+            self._L_inv[t, :size, :size],
+            self._alpha[t, :size],
+            self.log_marginal_likelihoods[idx],
+        )
+
+    # --- prediction ----------------------------------------------------------------------------
+    def _k_train(self, X: torch.Tensor) -> torch.Tensor:
+        """``k_m(X, X_m)``: ``M x m x N``, zero in the padded columns."""
+        Xs, X_norm = scale_inputs(X, torch.sqrt(self._w_num))
+        cat = [(X[:, j], self._X[:, :, j], self._w[:, j]) for j in self._cat_cols]
+        r2 = scaled_sq_dist(Xs, X_norm, self._Xs, self._Xs_norm, cat)
+        return torch.exp(-0.5 * r2) * (self._s[:, None, None] * self._mask.unsqueeze(-2))
+
+    def _k_pair(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        """``k_m(X, Z)``: ``M x m x p``."""
+        return se_kernel(X, Z, self._is_cat_t, self._w, self._s)
+
+    def _chunks(self, m: int, per_row: int) -> list[slice]:
+        step = max(1, _CHUNK_ELEMENTS // max(1, self.n_tasks * per_row))
+        return [slice(i, min(i + step, m)) for i in range(0, m, step)]
+
+    def _as_tensor(self, X: np.ndarray) -> torch.Tensor:
+        X = np.asarray(X, dtype=np.float64)
+        return torch.from_numpy(X.reshape(-1, len(self.is_cat)))
+
+    def mean(self, X: np.ndarray) -> np.ndarray:
+        r"""Posterior means ``mu_m(X)`` in raw units: ``M x m``.
+
+        mu_m^raw(x) = ybar_m + s_m^y k_m(x, X_m) K_m^{-1} y_m            (R&W Eq. 2.25)
+        """
+        Xt = self._as_tensor(X)
+        out = torch.empty(self.n_tasks, len(Xt), dtype=DTYPE)
+        with torch.no_grad():
+            for c in self._chunks(len(Xt), self._mask.shape[1]):
+                out[:, c] = torch.einsum("mci,mi->mc", self._k_train(Xt[c]), self._alpha)
+        return self.y_mean[:, None] + self.y_std[:, None] * out.numpy()
+
+    def var(self, X: np.ndarray) -> np.ndarray:
+        r"""Posterior variances ``Sigma_m(x, x)`` of ``f_m`` in raw units, clamped at 0: ``M x m``."""
+        Xt = self._as_tensor(X)
+        out = torch.empty(self.n_tasks, len(Xt), dtype=DTYPE)
+        with torch.no_grad():
+            for c in self._chunks(len(Xt), self._mask.shape[1]):
+                V = self._L_inv @ self._k_train(Xt[c]).transpose(-1, -2)
+                out[:, c] = (self._s[:, None] - (V * V).sum(-2)).clamp_min(0.0)
+        return (self.y_std**2)[:, None] * out.numpy()
+
+    def cov(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        r"""Posterior covariances ``Sigma_m(X, Z)`` of ``f_m`` (no noise) in raw units: ``M x m x p``.
+
+        Sigma_m(x, z) = (s_m^y)^2 [k_m(x, z) - k_m(x, X_m) K_m^{-1} k_m(X_m, z)]   (R&W Eq. 2.26)
+        """
+        Xt, Zt = self._as_tensor(X), self._as_tensor(Z)
+        with torch.no_grad():
+            VX = self._L_inv @ self._k_train(Xt).transpose(-1, -2)
+            VZ = self._L_inv @ self._k_train(Zt).transpose(-1, -2)
+            cov = self._k_pair(Xt, Zt) - VX.transpose(-1, -2) @ VZ
+        return (self.y_std**2)[:, None, None] * cov.numpy()
+
+    def weighted(self, a: np.ndarray, b: np.ndarray, Z: np.ndarray) -> WeightedMeta:
+        """Weighted sums of the posteriors against fixed points ``Z``; see :class:`WeightedMeta`."""
+        return WeightedMeta(self, a, b, Z)
+
+
+class WeightedMeta:
+    r"""Weighted sums of the meta posteriors, as in ScaML-GP's test prior (Theorem 1) and RGPE.
+
+    For weights ``a_m``, ``b_m`` and fixed points ``Z`` (``p x d``, typically the test inputs
+    ``X_t``; ``p`` may be 0), a call at ``X`` (``m x d``) returns, in raw units,
+
+        mean(x)     = sum_m a_m mu_m(x)
+        var(x)      = sum_m b_m Sigma_m(x, x)         (each Sigma_m(x, x) clamped at 0)
+        cross(x, z) = sum_m b_m Sigma_m(x, z)
+
+    (ScaML-GP: ``a_m = w_m``, ``b_m = w_m^2``.) ``B_m = K_m^{-1} k_m(X_m, Z)`` is precomputed, so
+    ``cross`` is one matmul over the stacked tasks. Tasks with ``a_m = b_m = 0`` are dropped.
+
+    Gradients in ``x`` (numeric columns; 0 on categorical ones), with ``k_i = k_m(x, X_{m,i})``,
+    ``dk_i / dx_j = -w_mj k_i (x_j - X_{m,ij})`` and ``beta_m = K_m^{-1} k_m(X_m, x)``:
+
+        d mean  / dx_j = -sum_m a_m w_mj sum_i alpha_mi k_i (x_j - X_mij)
+        d var   / dx_j =  2 sum_m b_m w_mj sum_i beta_mi k_i (x_j - X_mij)
+        d cross / dx_j = -sum_m b_m w_mj [k_m(x, z) (x_j - z_j) - sum_i k_i (x_j - X_mij) B_m,iz]
+
+    Args:
+        gps: The meta-GPs.
+        a: ``M`` mean weights.
+        b: ``M`` covariance weights.
+        Z: ``p x d`` fixed points.
+    """
+
+    def __init__(self, gps: MetaGPs, a: np.ndarray, b: np.ndarray, Z: np.ndarray) -> None:
+        a = np.asarray(a, dtype=np.float64).reshape(-1)
+        b = np.asarray(b, dtype=np.float64).reshape(-1)
+        if a.shape != (gps.n_tasks,) or b.shape != (gps.n_tasks,):
+            raise ValueError(f"a and b need {gps.n_tasks} entries; got {a.shape}, {b.shape}.")
+        active = np.flatnonzero((a != 0) | (b != 0))
+        self.d = len(gps.is_cat)
+        self.active = active
+        self._g = g = gps.select(active)
+        self._Z = torch.from_numpy(np.asarray(Z, dtype=np.float64).reshape(-1, self.d))
+        a, b = a[active], b[active]
+        self._const = float(a @ g.y_mean)
+        self._a_alpha = torch.from_numpy(a * g.y_std)[:, None] * g._alpha  # Ma x N
+        self._bs = torch.from_numpy(b * g.y_std**2)  # Ma
+        self._bs_w = self._bs[:, None] * g._w_num  # Ma x d
+        N, p = g._mask.shape[1], len(self._Z)
+        with torch.no_grad():
+            if p and len(active):
+                V = g._L_inv @ g._k_train(self._Z).transpose(-1, -2)  # Ma x N x p
+                B = g._L_inv.transpose(-1, -2) @ V  # K^{-1} k(X_m, Z)
+                self._bB = (self._bs[:, None, None] * B).reshape(len(active) * N, p)
+            else:
+                self._bB = torch.zeros(len(active) * N, p, dtype=DTYPE)
+
+    @property
+    def n_active(self) -> int:
+        """Number of tasks with a non-zero weight."""
+        return len(self.active)
+
+    def __call__(self, X: np.ndarray, grad: bool = False) -> tuple[np.ndarray, ...]:
+        r"""Weighted mean, variance and cross-covariance at ``X`` (``m x d``).
+
+        Args:
+            X: ``m x d`` points.
+            grad: Also return the gradients in ``X``.
+
+        Returns:
+            ``(mean m, var m, cross m x p)`` and, if ``grad``,
+            ``(dmean m x d, dvar m x d, dcross m x p x d)``.
+        """
+        Xt = torch.from_numpy(np.asarray(X, dtype=np.float64).reshape(-1, self.d))
+        m, p, d = len(Xt), len(self._Z), self.d
+        mean = torch.full((m,), self._const, dtype=DTYPE)
+        var = torch.zeros(m, dtype=DTYPE)
+        cross = torch.zeros(m, p, dtype=DTYPE)
+        if grad:
+            dmean, dvar = torch.zeros(m, d, dtype=DTYPE), torch.zeros(m, d, dtype=DTYPE)
+            dcross = torch.zeros(m, p, d, dtype=DTYPE)
+        if self.n_active:
+            g = self._g
+            N = g._mask.shape[1]
+            per_row = N * d if grad else max(N, p)
+            with torch.no_grad():
+                for c in g._chunks(m, per_row):
+                    out = self._chunk(Xt[c], grad)
+                    mean[c] += out[0]
+                    var[c], cross[c] = out[1], out[2]
+                    if grad:
+                        dmean[c], dvar[c], dcross[c] = out[3], out[4], out[5]
+        result = (mean.numpy(), var.numpy(), cross.numpy())
+        if grad:
+            result += (dmean.numpy(), dvar.numpy(), dcross.numpy())
+        return result
+
+    def _chunk(self, X: torch.Tensor, grad: bool) -> tuple[torch.Tensor, ...]:
+        g = self._g
+        Ma, N = g.n_tasks, g._mask.shape[1]
+        c, p = len(X), len(self._Z)
+        k = g._k_train(X)  # Ma x c x N
+        mean = torch.einsum("mci,mi->c", k, self._a_alpha)
+        V = g._L_inv @ k.transpose(-1, -2)  # Ma x N x c
+        var_m = g._s[:, None] - (V * V).sum(-2)  # Ma x c
+        clamped = var_m < 0
+        var = self._bs @ var_m.clamp_min(0.0)
+        k_flat = k.transpose(0, 1).reshape(c, Ma * N)
+        if p:
+            k_xz = g._k_pair(X, self._Z)  # Ma x c x p
+            cross = torch.einsum("mcp,m->cp", k_xz, self._bs) - k_flat @ self._bB
+        else:
+            cross = torch.zeros(c, 0, dtype=DTYPE)
+        if not grad:
+            return mean, var, cross
+        Xtr = g._X  # Ma x N x d (raw coordinates; padded columns of k are 0)
+        G = k * self._a_alpha.unsqueeze(-2)  # a_m s^y_m alpha_mi k_i: Ma x c x N
+        dmean = -(
+            X * torch.einsum("mc,mj->cj", G.sum(-1), g._w_num)
+            - torch.einsum("mcj,mj->cj", G @ Xtr, g._w_num)
+        )
+        beta = g._L_inv.transpose(-1, -2) @ V  # Ma x N x c
+        H = beta.transpose(-1, -2) * k * (~clamped).to(DTYPE).unsqueeze(-1)  # Ma x c x N
+        dvar = 2.0 * (
+            X * torch.einsum("mc,mj->cj", H.sum(-1), self._bs_w)
+            - torch.einsum("mcj,mj->cj", H @ Xtr, self._bs_w)
+        )
+        if p:
+            term1 = -(X[:, None, :] - self._Z[None, :, :]) * torch.einsum(
+                "mcp,mj->cpj", k_xz, self._bs_w
+            )
+            C = k.unsqueeze(-1) * g._w_num[:, None, None, :] * (X[None, :, None, :] - Xtr[:, None])
+            term2 = (C.permute(1, 3, 0, 2).reshape(c * self.d, Ma * N) @ self._bB).reshape(
+                c, self.d, p
+            )
+            dcross = term1 + term2.transpose(1, 2)
+        else:
+            dcross = torch.zeros(c, 0, self.d, dtype=DTYPE)
+        return mean, var, cross, dmean, dvar, dcross

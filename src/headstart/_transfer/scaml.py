@@ -1,0 +1,546 @@
+r"""ScaML-GP's test-task model: weighted meta-task posteriors plus a residual GP.
+
+Reference: P. Tighineanu, L. Grossberger, P. Baireuther, K. Skubch, S. Falkner, J. Vinogradska,
+F. Berkenkamp. Scalable Meta-Learning with Gaussian Processes. AISTATS 2024 (below: [ScaML]).
+
+Conditioning the joint multi-task kernel of [ScaML] Lemma 1 on the meta-data gives the test-task
+prior of Theorem 1, built from the fitted meta-task GPs (:mod:`headstart._transfer.metafit`):
+
+    m(x)     = sum_m w_m mu_m(x)
+    k(x, x') = k_t(x, x') + sum_m w_m^2 Sigma_m(x, x')
+
+with ``mu_m`` and ``Sigma_m`` meta-task ``m``'s posterior mean and covariance, ``w_m >= 0`` the
+task weights and ``k_t`` a squared-exponential ARD residual kernel. The test posterior is
+standard GP conditioning on this prior ([ScaML] Eq. 7; the paper's Eq. 1 writes ``m(x)`` where
+``m(X_t)`` is meant):
+
+    mu_t(x)  = m(x) + k(x, X_t) A^{-1} (y_t - m(X_t))
+    var_t(x) = k(x, x) - k(x, X_t) A^{-1} k(X_t, x),       A = k(X_t, X_t) + sigma_t^2 I
+
+**Units** ([ScaML] App. C.2). The test targets are normalized with the mean and standard
+deviation of the *pooled* targets ``y_t`` and ``y_{1:M}`` (test statistics alone are volatile
+early on). The meta posteriors are used in raw units and mapped into that space:
+``m <- (m - ybar) / s``, ``Sigma <- Sigma / s^2``; ``k_t`` lives in the normalized space, hence its
+broad priors. Everything here uses targets to be *maximized*.
+
+**Fit** ([ScaML] Eq. 9). ``theta_t = (ell, s_t, sigma_t^2, w_1..w_M)`` maximizes
+``log N(z_t; m(X_t), A) + log p(theta_t)`` with ``mu_m(X_t)`` and ``Sigma_m(X_t, X_t)`` cached, so
+one evaluation costs ``O(M N_t^2 + N_t^3)``. Priors (App. C.5, densities in the parameter itself,
+as GPyTorch applies them): ``ell ~ LogNormal(0.5, 1.5)``, ``s_t ~ LogNormal(-2, 3)``,
+``sigma_t^2 ~ LogNormal(-8, 2)``, ``w_m ~ Gamma(1, 1)``; bounds ``ell, s_t in [1e-4, 1e2]``,
+``sigma_t^2 in [1e-8, 1e-2]``, ``w_m >= 1e-10``. L-BFGS-B runs from the previous fit (with
+``w = 1/M``) and from :data:`N_PRIOR_STARTS` prior draws, batched and decoupled; the best MAP wins.
+With no test data the model keeps the initial values ``w = 1/M``, ``ell = 1``, ``s_t = 0.1``,
+``sigma_t^2 = 1e-3``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import torch
+
+from headstart._gp.kernel import sq_dist_np
+from headstart._gp.lbfgsb import batched_lbfgsb
+from headstart._gp.model import robust_cholesky
+from headstart._transfer.metafit import MetaGPs, fit_meta_gps
+
+N_PRIOR_STARTS = 5  # [ScaML] App. C.5: five initial guesses drawn from the priors
+PRUNE_THRESHOLD = 1e-3  # drop tasks with w_i sd_i M / sum_j w_j sd_j below this at prediction
+LOG_ELL_PRIOR = (0.5, 1.5)
+LOG_SCALE_PRIOR = (-2.0, 3.0)
+LOG_NOISE_PRIOR = (-8.0, 2.0)
+ELL_BOUNDS = (1e-4, 1e2)
+SCALE_BOUNDS = (1e-4, 1e2)
+NOISE_BOUNDS = (1e-8, 1e-2)
+DETERMINISTIC_NOISE = 1e-6  # noise-free objectives: sigma_t^2 pinned here (normalized units)
+MIN_WEIGHT = 1e-10
+_FIT_MAXITER = 200
+_FIT_PGTOL = 1e-5
+
+
+@dataclass(frozen=True)
+class ScaMLParams:
+    r"""Test-task hyperparameters ``theta_t``.
+
+    Args:
+        weights: ``M`` task weights ``w_m >= 0``.
+        lengthscales: ``d`` lengthscales of the residual kernel ``k_t``.
+        outputscale: Signal variance of ``k_t`` (normalized units).
+        noise: Test noise variance ``sigma_t^2`` (normalized units).
+    """
+
+    weights: np.ndarray
+    lengthscales: np.ndarray
+    outputscale: float
+    noise: float
+
+    @classmethod
+    def initial(cls, n_tasks: int, dim: int) -> ScaMLParams:
+        """The starting values of [ScaML]'s reference setup: ``w = 1/M``, ``ell = 1``, ``s = 0.1``."""
+        return cls(np.full(n_tasks, 1.0 / max(n_tasks, 1)), np.ones(dim), 0.1, 1e-3)
+
+    def to_raw(self) -> np.ndarray:
+        """``(log ell, log s_t, log sigma_t^2, w)``: the vector L-BFGS-B works on."""
+        scales = [math.log(self.outputscale), math.log(self.noise)]
+        return np.concatenate([np.log(self.lengthscales), scales, self.weights])
+
+    @classmethod
+    def from_raw(cls, raw: np.ndarray, dim: int) -> ScaMLParams:
+        raw = np.asarray(raw, dtype=np.float64)
+        return cls(
+            np.maximum(raw[dim + 2 :], MIN_WEIGHT),
+            np.exp(raw[:dim]),
+            float(np.exp(raw[dim])),
+            float(np.exp(raw[dim + 1])),
+        )
+
+
+def _se(
+    A: np.ndarray, B: np.ndarray, is_cat: np.ndarray, lengthscales: np.ndarray, scale: float
+) -> np.ndarray:
+    """Squared-exponential ARD kernel ``s exp(-r^2 / 2)`` (Hamming on categorical columns)."""
+    return scale * np.exp(-0.5 * sq_dist_np(A, B, is_cat, lengthscales**-2.0))
+
+
+def _log_normal(x: torch.Tensor, mu: float, sd: float) -> torch.Tensor:
+    """``log LogNormal(x; mu, sd)`` up to a constant, evaluated at ``x = exp(log_x)``."""
+    log_x = torch.log(x)
+    return -log_x - 0.5 * ((log_x - mu) / sd) ** 2
+
+
+@dataclass(frozen=True)
+class TaskMoments:
+    """Per-task count, mean and (population) variance of the raw meta-task targets."""
+
+    n: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+
+    @classmethod
+    def of(cls, ys: list[np.ndarray]) -> TaskMoments:
+        return cls(
+            np.array([len(y) for y in ys], dtype=np.float64),
+            np.array([float(np.mean(y)) for y in ys]),
+            np.array([float(np.var(y)) for y in ys]),
+        )
+
+
+def pooled_stats(moments: TaskMoments, y_t: np.ndarray) -> tuple[float, float]:
+    r"""Mean and standard deviation of the pooled targets ``y_t`` and ``y_{1:M}`` ([ScaML] C.2).
+
+    A constant pool gets standard deviation 1.
+    """
+    n = moments.n
+    total = n.sum() + len(y_t)
+    mean = (float((moments.mean * n).sum()) + float(np.sum(y_t))) / total
+    sq = float((n * (moments.var + moments.mean**2)).sum()) + float(np.sum(np.square(y_t)))
+    std = math.sqrt(max(sq / total - mean * mean, 0.0))
+    return mean, (std if std > 1e-12 * max(1.0, abs(mean)) else 1.0)
+
+
+class ScaMLPosterior:
+    r"""ScaML-GP's test posterior (Eq. 7) at fixed hyperparameters, in normalized units.
+
+    Implements the posterior interface of :mod:`headstart._transfer` (means, variances and their
+    gradients in ``x``), so :class:`headstart._gp.acquisition.Criterion` works on it unchanged.
+
+    Args:
+        meta: Fitted meta-task GPs (raw units, maximized targets).
+        X_t: ``n x d`` test inputs in ``[0, 1]``; ``n`` may be 0.
+        z_t: ``n`` normalized test targets ``(y_t - ybar) / s``.
+        params: Test hyperparameters.
+        ybar, scale: The pooled normalization (:func:`pooled_stats`).
+        task_sd: ``M`` standard deviations of the raw meta targets (for pruning).
+        prune_threshold: Tasks with ``w_i sd_i M / sum_j w_j sd_j`` below this are left out of
+            the prediction (the reference implementation's speed-up; 0 keeps every task).
+    """
+
+    def __init__(
+        self,
+        meta: MetaGPs,
+        X_t: np.ndarray,
+        z_t: np.ndarray,
+        params: ScaMLParams,
+        ybar: float,
+        scale: float,
+        *,
+        task_sd: np.ndarray | None = None,
+        prune_threshold: float = PRUNE_THRESHOLD,
+    ) -> None:
+        self.meta = meta
+        self.is_cat = np.asarray(meta.is_cat, dtype=bool)
+        self.X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
+        self.z_t = np.asarray(z_t, dtype=np.float64).reshape(-1)
+        self.params = params
+        self.ybar, self.scale = float(ybar), float(scale)
+        w = np.asarray(params.weights, dtype=np.float64)
+        if prune_threshold > 0.0 and len(w) and task_sd is not None:
+            sd = np.asarray(task_sd, dtype=np.float64)
+            share = w * sd * len(w) / max(float((w * sd).sum()), 1e-300)
+            w = np.where(share >= prune_threshold, w, 0.0)
+        self.active_weights = w
+        self.outputscale = float(params.outputscale)
+        self.lengthscales = _search_lengthscales(meta, w, params.lengthscales)
+        self._inv_sq_ell = np.asarray(params.lengthscales, dtype=np.float64) ** -2.0
+        self._meta = meta.weighted(w, w * w, self.X_t)
+        n = len(self.z_t)
+        if n:
+            mean_X, _, cross_X = self._meta(self.X_t)
+            K = cross_X / scale**2 + _se(
+                self.X_t, self.X_t, self.is_cat, params.lengthscales, params.outputscale
+            )
+            K[np.diag_indices(n)] += params.noise
+            self.L = robust_cholesky(torch.from_numpy(K)).numpy()
+            resid = self.z_t - (mean_X - self.ybar) / self.scale
+            a = scipy.linalg.solve_triangular(self.L, resid, lower=True)
+            self.alpha = scipy.linalg.solve_triangular(self.L, a, lower=True, trans="T")
+        else:
+            self.L = np.zeros((0, 0))
+            self.alpha = np.zeros(0)
+
+    # -- prior pieces ---------------------------------------------------------------------------
+    def _test_kernel(self, X: np.ndarray) -> np.ndarray:
+        return _se(X, self.X_t, self.is_cat, self.params.lengthscales, self.outputscale)
+
+    def prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Theorem 1 prior mean and variance at ``X`` (normalized units), before test data."""
+        mean, var, _ = self._meta(X)
+        return (mean - self.ybar) / self.scale, var / self.scale**2 + self.outputscale
+
+    # -- posterior interface --------------------------------------------------------------------
+    def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Marginal posterior mean and variance (Eq. 7): ``m`` each."""
+        X = np.asarray(X, dtype=np.float64)
+        mean, var, cross = self._meta(X)
+        prior_mean = (mean - self.ybar) / self.scale
+        prior_var = var / self.scale**2 + self.outputscale
+        if not len(self.z_t):
+            return prior_mean, np.maximum(prior_var, 1e-12)
+        kx = cross / self.scale**2 + self._test_kernel(X)  # m x n
+        V = scipy.linalg.solve_triangular(self.L, kx.T, lower=True, check_finite=False)
+        return prior_mean + kx @ self.alpha, np.maximum(prior_var - (V * V).sum(0), 1e-12)
+
+    def posterior_and_grad(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r"""Posterior mean and variance with gradients in ``X``.
+
+        With ``k_x = k(x, X_t)`` and ``beta = A^{-1} k_x``:
+
+            d mu_t / dx  = d m / dx + (d k_x / dx)^T alpha
+            d var_t / dx = d k(x, x) / dx - 2 (d k_x / dx)^T beta
+
+        where ``d k_t(x, x) / dx = 0`` (stationary) and the meta terms come from
+        :meth:`~headstart._transfer.metafit.MetaGPs.weighted`.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        mean, var, cross, dmean, dvar, dcross = self._meta(X, grad=True)
+        s2 = self.scale**2
+        mu = (mean - self.ybar) / self.scale
+        dmu = dmean / self.scale
+        v = var / s2 + self.outputscale
+        dv = dvar / s2
+        if len(self.z_t):
+            kt = self._test_kernel(X)  # m x n
+            kx = cross / s2 + kt
+            diff = X[:, None, :] - self.X_t[None, :, :]  # m x n x d
+            num = np.where(self.is_cat, 0.0, self._inv_sq_ell)
+            dkt = -kt[:, :, None] * diff * num  # d k_t(x, X_t) / dx
+            dkx = dcross / s2 + dkt
+            V = scipy.linalg.solve_triangular(self.L, kx.T, lower=True, check_finite=False)
+            beta = scipy.linalg.solve_triangular(
+                self.L, V, lower=True, trans="T", check_finite=False
+            ).T  # m x n
+            mu = mu + kx @ self.alpha
+            dmu = dmu + np.einsum("mnd,n->md", dkx, self.alpha)
+            v = v - (V * V).sum(0)
+            dv = dv - 2.0 * np.einsum("mnd,mn->md", dkx, beta)
+        small = v < 1e-12
+        dv[small] = 0.0
+        return mu, np.maximum(v, 1e-12), dmu, dv
+
+    def joint_posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Joint posterior mean (``m``) and covariance (``m x m``) at ``X``."""
+        X = np.asarray(X, dtype=np.float64)
+        w = self.active_weights
+        mean, _, cov_meta = self.meta.weighted(w, w * w, X)(X)
+        prior_mean = (mean - self.ybar) / self.scale
+        cov = cov_meta / self.scale**2 + _se(
+            X, X, self.is_cat, self.params.lengthscales, self.outputscale
+        )
+        if not len(self.z_t):
+            return prior_mean, cov
+        _, _, cross = self._meta(X)
+        kx = cross / self.scale**2 + self._test_kernel(X)
+        V = scipy.linalg.solve_triangular(self.L, kx.T, lower=True, check_finite=False)
+        return prior_mean + kx @ self.alpha, cov - V.T @ V
+
+
+def _search_lengthscales(meta: MetaGPs, w: np.ndarray, test_ell: np.ndarray) -> np.ndarray:
+    """Per-column length scale for preconditioning the acquisition search.
+
+    The weighted geometric mean of the active meta GPs' lengthscales, capped by ``k_t``'s.
+    """
+    ell = np.asarray(test_ell, dtype=np.float64)
+    if len(w) and w.sum() > 0:
+        log_meta = -0.5 * np.log(meta.params.inv_sq_lengthscales)  # M x d
+        ell = np.minimum(ell, np.exp((w[:, None] * log_meta).sum(0) / w.sum()))
+    return ell
+
+
+# --- the MAP fit of the test hyperparameters (Eq. 9) ----------------------------------------
+class _TestObjective:
+    r"""``-(log N(z_t; m(X_t), A) + log p(theta_t))`` for a batch of raw parameter vectors."""
+
+    def __init__(
+        self,
+        U: np.ndarray,
+        S: np.ndarray,
+        X_t: np.ndarray,
+        z_t: np.ndarray,
+        is_cat: np.ndarray,
+        ybar: float,
+        scale: float,
+    ) -> None:
+        n, d = X_t.shape
+        self.d = d
+        self.U = torch.from_numpy((U - ybar) / scale)  # M x n, the meta means normalized
+        # (w @ U - ybar) / s = w @ ((U - ybar) / s) + ybar (sum w - 1) / s
+        self.offset = ybar / scale
+        self.S = torch.from_numpy(S / scale**2)  # M x n x n
+        diff = X_t[:, None, :] - X_t[None, :, :]
+        sq = np.where(is_cat, (diff != 0).astype(np.float64), diff * diff)
+        self.sq = torch.from_numpy(sq)  # n x n x d
+        self.z = torch.from_numpy(z_t)
+        self.eye = torch.eye(n, dtype=torch.float64)
+
+    def __call__(self, raw: torch.Tensor) -> torch.Tensor:
+        """``b`` MAP objectives for ``b x (d + 2 + M)`` raw vectors."""
+        d = self.d
+        log_ell, log_s, log_noise, w = raw[:, :d], raw[:, d], raw[:, d + 1], raw[:, d + 2 :]
+        n = self.z.shape[0]
+        mean = w @ self.U + self.offset * (w.sum(-1, keepdim=True) - 1.0)  # b x n
+        r2 = self.sq @ torch.exp(-2.0 * log_ell).T  # n x n x b
+        K = torch.exp(log_s)[:, None, None] * torch.exp(-0.5 * r2.permute(2, 0, 1))
+        K = K + torch.einsum("bm,mij->bij", w * w, self.S)
+        K = K + torch.exp(log_noise)[:, None, None] * self.eye
+        L = robust_cholesky(K)
+        resid = (self.z - mean).unsqueeze(-1)
+        a = torch.linalg.solve_triangular(L, resid, upper=False).squeeze(-1)
+        mll = (
+            -0.5 * (a * a).sum(-1)
+            - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+            - 0.5 * n * math.log(2.0 * math.pi)
+        )
+        ell, s_t, noise = torch.exp(log_ell), torch.exp(log_s), torch.exp(log_noise)
+        log_prior = (
+            _log_normal(ell, *LOG_ELL_PRIOR).sum(-1)
+            + _log_normal(s_t, *LOG_SCALE_PRIOR)
+            + _log_normal(noise, *LOG_NOISE_PRIOR)
+            - w.sum(-1)  # Gamma(1, 1)
+        )
+        return -(mll + log_prior)
+
+
+def _bounds(d: int, M: int, deterministic: bool) -> np.ndarray:
+    noise = (
+        (math.log(DETERMINISTIC_NOISE),) * 2
+        if deterministic
+        else tuple(map(math.log, NOISE_BOUNDS))
+    )
+    rows = (
+        [tuple(map(math.log, ELL_BOUNDS))] * d
+        + [tuple(map(math.log, SCALE_BOUNDS)), noise]
+        + [(MIN_WEIGHT, np.inf)] * M
+    )
+    return np.array(rows, dtype=np.float64)
+
+
+def prior_starts(
+    n: int, d: int, M: int, rng: np.random.Generator, bounds: np.ndarray
+) -> np.ndarray:
+    """``n`` raw starting vectors drawn from the hyperpriors, clipped to the bounds."""
+    raw = np.concatenate(
+        [
+            rng.normal(LOG_ELL_PRIOR[0], LOG_ELL_PRIOR[1], (n, d)),
+            rng.normal(LOG_SCALE_PRIOR[0], LOG_SCALE_PRIOR[1], (n, 1)),
+            rng.normal(LOG_NOISE_PRIOR[0], LOG_NOISE_PRIOR[1], (n, 1)),
+            rng.gamma(1.0, 1.0, (n, M)),
+        ],
+        axis=1,
+    )
+    return np.clip(raw, bounds[:, 0], bounds[:, 1])
+
+
+def fit_test_params(
+    meta: MetaGPs,
+    moments: TaskMoments,
+    X_t: np.ndarray,
+    y_t: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    previous: ScaMLParams | None = None,
+    n_prior_starts: int = N_PRIOR_STARTS,
+    deterministic: bool = False,
+    meta_at_train: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[ScaMLParams, float, float, float]:
+    r"""MAP of ``theta_t`` ([ScaML] Eq. 9) given the fitted meta GPs.
+
+    Args:
+        meta: Fitted meta-task GPs.
+        moments: The meta targets' moments (pooled normalization).
+        X_t: ``n x d`` test inputs; y_t: ``n`` raw targets to maximize.
+        rng: Draws the prior starts.
+        previous: Warm start (its ``ell``, ``s_t``, ``sigma_t^2``; ``w`` resets to ``1/M``).
+        n_prior_starts: Starts drawn from the priors.
+        deterministic: Pin ``sigma_t^2`` at :data:`DETERMINISTIC_NOISE`.
+        meta_at_train: Cached ``(mu_m(X_t), Sigma_m(X_t, X_t))`` (``M x n``, ``M x n x n``).
+
+    Returns:
+        ``(params, objective, ybar, scale)``: the fit, its MAP objective and the pooled
+        normalization.
+    """
+    X_t = np.asarray(X_t, dtype=np.float64)
+    y_t = np.asarray(y_t, dtype=np.float64)
+    n, d = X_t.shape
+    M = meta.n_tasks
+    ybar, scale = pooled_stats(moments, y_t)
+    init = ScaMLParams.initial(M, d)
+    if n == 0:
+        return init, float("nan"), ybar, scale
+    if previous is not None and len(previous.lengthscales) == d:
+        init = ScaMLParams(
+            init.weights, previous.lengthscales, previous.outputscale, previous.noise
+        )
+    U, S = meta_at_train if meta_at_train is not None else (meta.mean(X_t), meta.cov(X_t, X_t))
+    objective = _TestObjective(U, S, X_t, (y_t - ybar) / scale, meta.is_cat, ybar, scale)
+    bounds = _bounds(d, M, deterministic)
+    x0 = np.concatenate(
+        [
+            np.clip(init.to_raw(), bounds[:, 0], bounds[:, 1])[None, :],
+            prior_starts(n_prior_starts, d, M, rng, bounds),
+        ]
+    )
+
+    def fun(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raw = torch.from_numpy(x).requires_grad_(True)
+        try:
+            values = objective(raw)
+            (grad,) = torch.autograd.grad(values.sum(), raw)
+        except Exception:  # a start wandered into a non-PD kernel: report it as very bad
+            return np.full(len(x), 1e10), np.zeros_like(x)
+        return values.detach().numpy(), grad.numpy()
+
+    xs, fs = batched_lbfgsb(fun, x0, bounds, maxiter=_FIT_MAXITER, pgtol=_FIT_PGTOL)
+    fs = np.where(np.isfinite(fs), fs, np.inf)
+    best = int(np.argmin(fs))
+    return ScaMLParams.from_raw(xs[best], d), float(fs[best]), ybar, scale
+
+
+class ScaML:
+    r"""ScaML-GP as a transfer surrogate: meta GPs fitted once, test model refitted per call.
+
+    Args:
+        meta_tasks: The earlier tasks (:class:`headstart.sources.MetaTask`).
+        is_cat: ``d`` mask of categorical columns.
+        seed: Seeds the meta fit's prior starts.
+        deterministic: Pin the test noise (noise-free objectives).
+        meta: Already fitted meta GPs for exactly these tasks (e.g. from the storage cache).
+        prune_threshold: See :class:`ScaMLPosterior`.
+    """
+
+    def __init__(
+        self,
+        meta_tasks,
+        is_cat: np.ndarray,
+        *,
+        seed: int = 0,
+        deterministic: bool = False,
+        meta: MetaGPs | None = None,
+        prune_threshold: float = PRUNE_THRESHOLD,
+    ) -> None:
+        self.names = [t.name for t in meta_tasks]
+        self.is_cat = np.asarray(is_cat, dtype=bool)
+        self.meta = meta if meta is not None else fit_meta_gps(meta_tasks, self.is_cat, seed=seed)
+        self.moments = TaskMoments.of([t.y_max() for t in meta_tasks])
+        self.deterministic = deterministic
+        self.prune_threshold = prune_threshold
+        self.params: ScaMLParams | None = None
+        self.ybar, self.scale = pooled_stats(self.moments, np.zeros(0))
+        self._cached_X: np.ndarray | None = None
+        self._cached: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _meta_at(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(mu_m(X), Sigma_m(X, X))`` for all tasks, reusing the rows of the previous call."""
+        old = self._cached_X
+        if old is None or len(old) > len(X) or not np.array_equal(old, X[: len(old)]):
+            U, S = self.meta.mean(X), self.meta.cov(X, X)
+        elif len(old) == len(X):
+            U, S = self._cached
+        else:
+            o, n = len(old), len(X)
+            U_old, S_old = self._cached
+            new = X[o:]
+            C = self.meta.cov(new, X)  # M x (n - o) x n
+            S = np.empty((S_old.shape[0], n, n))
+            S[:, :o, :o] = S_old
+            S[:, o:, :] = C
+            S[:, :o, o:] = np.swapaxes(C[:, :, :o], 1, 2)
+            U = np.concatenate([U_old, self.meta.mean(new)], axis=1)
+        self._cached_X, self._cached = X.copy(), (U, S)
+        return U, S
+
+    def condition(
+        self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
+    ) -> tuple[ScaMLPosterior, np.ndarray]:
+        """Refit ``theta_t`` on the test data and return ``(posterior, normalized y_t)``."""
+        X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
+        y_t = np.asarray(y_t, dtype=np.float64).reshape(-1)
+        cached = self._meta_at(X_t) if len(y_t) else None
+        params, _, ybar, scale = fit_test_params(
+            self.meta,
+            self.moments,
+            X_t,
+            y_t,
+            rng=rng,
+            previous=self.params,
+            deterministic=self.deterministic,
+            meta_at_train=cached,
+        )
+        self.params, self.ybar, self.scale = params, ybar, scale
+        z_t = (y_t - ybar) / scale
+        posterior = ScaMLPosterior(
+            self.meta,
+            X_t,
+            z_t,
+            params,
+            ybar,
+            scale,
+            task_sd=np.sqrt(self.moments.var),
+            prune_threshold=self.prune_threshold,
+        )
+        return posterior, z_t
+
+    def report(self) -> dict[str, float]:
+        """Each source's weight ``w_m`` (the initial ``1/M`` before any test data)."""
+        params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
+        return {name: float(w) for name, w in zip(self.names, params.weights, strict=True)}
+
+    def residual_variance(self) -> float:
+        """Signal variance of the residual kernel ``k_t`` in raw units (``s_t * scale^2``)."""
+        params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
+        return float(params.outputscale * self.scale**2)
+
+
+__all__ = [
+    "ScaML",
+    "ScaMLParams",
+    "ScaMLPosterior",
+    "TaskMoments",
+    "fit_test_params",
+    "pooled_stats",
+]

@@ -1,0 +1,242 @@
+"""ScaML-GP's test model: Theorem 1 against the full joint kernel of Lemma 1, the fit, the loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from headstart._transfer.metafit import fit_meta_gps
+from headstart._transfer.scaml import (
+    ScaML,
+    ScaMLParams,
+    ScaMLPosterior,
+    TaskMoments,
+    _TestObjective,
+    fit_test_params,
+    pooled_stats,
+)
+from headstart.sources import MetaTask
+
+D = 2
+
+
+def _se(A, B, ell, scale):
+    r2 = (((A[:, None, :] - B[None, :, :]) / ell) ** 2).sum(-1)
+    return scale * np.exp(-0.5 * r2)
+
+
+def _tasks(rng, M=3, n=7, shift=0.0):
+    tasks = []
+    for m in range(M):
+        X = rng.random((n + m, D))
+        y = (
+            np.sin(4 * X[:, 0] + m)
+            + X[:, 1] ** 2 * (m + 1)
+            + shift
+            + 0.05 * rng.standard_normal(n + m)
+        )
+        tasks.append(MetaTask(f"task-{m}", X, y, "maximize"))
+    return tasks
+
+
+def _joint_posterior(meta, tasks, params, X_t, y_t, Xs, ybar, s):
+    """Condition the Lemma 1 joint kernel on ALL data (meta and test), in raw units."""
+    P = meta.params
+    blocks_X = [t.X for t in tasks]
+    sizes = [len(x) for x in blocks_X]
+    N = sum(sizes) + len(X_t)
+    C = np.zeros((N, N))
+    mean = np.zeros(N)
+    cross = np.zeros((len(Xs), N))  # Cov(f_t(Xs), observations)
+    w = params.weights
+    offset = 0
+    ell_t = params.lengthscales
+    for m, X in enumerate(blocks_X):
+        ell_m = P.inv_sq_lengthscales[m] ** -0.5
+        ys2 = meta.y_std[m] ** 2
+        sl = slice(offset, offset + len(X))
+        C[sl, sl] = ys2 * (_se(X, X, ell_m, P.outputscale[m]) + P.noise[m] * np.eye(len(X)))
+        mean[sl] = meta.y_mean[m]
+        tl = slice(sum(sizes), N)
+        C[tl, sl] = w[m] * ys2 * _se(X_t, X, ell_m, P.outputscale[m])
+        C[sl, tl] = C[tl, sl].T
+        cross[:, sl] = w[m] * ys2 * _se(Xs, X, ell_m, P.outputscale[m])
+        offset += len(X)
+    tl = slice(sum(sizes), N)
+
+    def k_test(A, B):
+        out = s**2 * _se(A, B, ell_t, params.outputscale)
+        for m in range(len(blocks_X)):
+            ell_m = P.inv_sq_lengthscales[m] ** -0.5
+            out += w[m] ** 2 * meta.y_std[m] ** 2 * _se(A, B, ell_m, P.outputscale[m])
+        return out
+
+    C[tl, tl] = k_test(X_t, X_t) + s**2 * params.noise * np.eye(len(X_t))
+    mean[tl] = w @ meta.y_mean
+    cross[:, tl] = k_test(Xs, X_t)
+    y_all = np.concatenate([t.y_max() for t in tasks] + [y_t])
+    sol = np.linalg.solve(C, np.column_stack([y_all - mean, cross.T]))
+    mu = w @ meta.y_mean + cross @ sol[:, 0]
+    cov = k_test(Xs, Xs) - cross @ sol[:, 1:]
+    return (mu - ybar) / s, cov / s**2, (C, mean, y_all, tl)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    rng = np.random.default_rng(0)
+    tasks = _tasks(rng)
+    meta = fit_meta_gps(tasks, np.zeros(D, dtype=bool), seed=0)
+    X_t = rng.random((5, D))
+    y_t = np.sin(4 * X_t[:, 0]) + 2 * X_t[:, 1] ** 2
+    params = ScaMLParams(np.array([0.7, 0.2, 1.3]), np.array([0.4, 0.9]), 0.3, 1e-3)
+    moments = TaskMoments.of([t.y_max() for t in tasks])
+    return tasks, meta, X_t, y_t, params, moments
+
+
+def test_theorem1_equals_conditioning_the_joint_kernel(setup):
+    tasks, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    post = ScaMLPosterior(meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0)
+    Xs = np.random.default_rng(1).random((6, D))
+    mu_ref, cov_ref, _ = _joint_posterior(meta, tasks, params, X_t, y_t, Xs, ybar, s)
+    mu, var = post.posterior(Xs)
+    np.testing.assert_allclose(mu, mu_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(var, np.diag(cov_ref), rtol=0, atol=1e-9)
+    mu_j, cov_j = post.joint_posterior(Xs)
+    np.testing.assert_allclose(mu_j, mu_ref, atol=1e-9)
+    np.testing.assert_allclose(cov_j, cov_ref, atol=1e-9)
+
+
+def test_prior_without_test_data_is_theorem1(setup):
+    tasks, meta, _, _, params, moments = setup
+    ybar, s = pooled_stats(moments, np.zeros(0))
+    post = ScaMLPosterior(meta, np.zeros((0, D)), np.zeros(0), params, ybar, s, prune_threshold=0.0)
+    Xs = np.random.default_rng(2).random((4, D))
+    mu_ref, cov_ref, _ = _joint_posterior(
+        meta, tasks, params, np.zeros((0, D)), np.zeros(0), Xs, ybar, s
+    )
+    mu, var = post.posterior(Xs)
+    np.testing.assert_allclose(mu, mu_ref, atol=1e-9)
+    np.testing.assert_allclose(var, np.diag(cov_ref), atol=1e-9)
+
+
+def test_fit_objective_is_the_conditional_likelihood_of_eq8(setup):
+    """-log N(z_t; m(X_t), A) equals -log p(y_t | y_meta) of the joint Gaussian, in z units."""
+    tasks, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    obj = _TestObjective(
+        meta.mean(X_t), meta.cov(X_t, X_t), X_t, (y_t - ybar) / s, np.zeros(D, bool), ybar, s
+    )
+    raw = torch.from_numpy(params.to_raw()[None, :])
+    value = float(obj(raw)[0])
+    ell, os_, noise, w = params.lengthscales, params.outputscale, params.noise, params.weights
+    log_prior = (
+        sum(-math.log(e) - 0.5 * ((math.log(e) - 0.5) / 1.5) ** 2 for e in ell)
+        + (-math.log(os_) - 0.5 * ((math.log(os_) + 2.0) / 3.0) ** 2)
+        + (-math.log(noise) - 0.5 * ((math.log(noise) + 8.0) / 2.0) ** 2)
+        - w.sum()
+    )
+    _, _, (C, mean, y_all, tl) = _joint_posterior(meta, tasks, params, X_t, y_t, X_t, ybar, s)
+    meta_idx = np.arange(tl.start)
+    Cmm = C[np.ix_(meta_idx, meta_idx)]
+    Ctm = C[tl][:, meta_idx]
+    cond_mean = mean[tl] + Ctm @ np.linalg.solve(Cmm, y_all[meta_idx] - mean[meta_idx])
+    cond_cov = C[tl, tl] - Ctm @ np.linalg.solve(Cmm, Ctm.T)
+    resid = y_t - cond_mean
+    sign, logdet = np.linalg.slogdet(cond_cov)
+    nll_raw = 0.5 * resid @ np.linalg.solve(cond_cov, resid) + 0.5 * logdet
+    nll_raw += 0.5 * len(y_t) * math.log(2 * math.pi)
+    nll_z = nll_raw - len(y_t) * math.log(s)  # density of z = (y - ybar) / s
+    assert sign > 0
+    assert value == pytest.approx(nll_z - log_prior, rel=1e-9, abs=1e-8)
+
+
+def test_posterior_gradients_match_finite_differences(setup):
+    _, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    post = ScaMLPosterior(meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0)
+    X = np.random.default_rng(3).random((4, D)) * 0.8 + 0.1
+    mu, var, dmu, dvar = post.posterior_and_grad(X)
+    mu0, var0 = post.posterior(X)
+    np.testing.assert_allclose(mu, mu0, atol=1e-12)
+    np.testing.assert_allclose(var, var0, atol=1e-12)
+    h = 1e-6
+    for j in range(D):
+        E = np.zeros_like(X)
+        E[:, j] = h
+        mp, vp = post.posterior(X + E)
+        mm, vm = post.posterior(X - E)
+        np.testing.assert_allclose(dmu[:, j], (mp - mm) / (2 * h), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_pooled_stats_equal_concatenation(setup):
+    tasks, _, _, y_t, _, moments = setup
+    pool = np.concatenate([t.y_max() for t in tasks] + [y_t])
+    ybar, s = pooled_stats(moments, y_t)
+    assert ybar == pytest.approx(pool.mean())
+    assert s == pytest.approx(pool.std())
+
+
+def test_fit_learns_the_relevant_source_and_ignores_an_unrelated_one():
+    rng = np.random.default_rng(5)
+    X1 = rng.random((30, D))
+    related = MetaTask("related", X1, np.sin(5 * X1[:, 0]) + X1[:, 1], "maximize")
+    X2 = rng.random((30, D))
+    unrelated = MetaTask("noise", X2, rng.standard_normal(30), "maximize")
+    model = ScaML([related, unrelated], np.zeros(D, bool), seed=0)
+    X_t = rng.random((8, D))
+    y_t = np.sin(5 * X_t[:, 0]) + X_t[:, 1]
+    post, z = model.condition(X_t, y_t, np.random.default_rng(0))
+    weights = model.report()
+    assert weights["related"] > 0.5
+    assert weights["noise"] < 0.1 * weights["related"]
+    mu, _ = post.posterior(X_t)
+    np.testing.assert_allclose(mu, z, atol=0.1)
+
+
+def test_unrelated_sources_fall_back_to_the_residual_gp():
+    """Negative-transfer guard: sources unrelated to the test task get negligible weight."""
+    rng = np.random.default_rng(1)
+    sources = [  # smooth functions of x2 only; the test function depends on x1 only
+        MetaTask(f"other-{m}", X, np.sin(6 * X[:, 1] + m), "maximize")
+        for m, X in enumerate(rng.random((4, 30, D)))
+    ]
+    model = ScaML(sources, np.zeros(D, bool), seed=0)
+    X_t = rng.random((12, D))
+    y_t = np.cos(3 * X_t[:, 0]) * 3.0
+    post, z = model.condition(X_t, y_t, np.random.default_rng(0))
+    assert max(model.report().values()) < 0.05
+    assert model.residual_variance() > 0.5
+    mu, _ = post.posterior(X_t)
+    np.testing.assert_allclose(mu, z, atol=0.05)
+
+
+def test_condition_with_no_test_data_uses_the_meta_prior(setup):
+    tasks, meta, *_ = setup
+    model = ScaML(tasks, np.zeros(D, bool), meta=meta)
+    post, z = model.condition(np.zeros((0, D)), np.zeros(0), np.random.default_rng(0))
+    assert len(z) == 0
+    np.testing.assert_allclose(model.report()["task-0"], 1 / 3)
+    mu, var = post.posterior(np.random.default_rng(0).random((3, D)))
+    assert np.all(np.isfinite(mu)) and np.all(var > 0)
+
+
+def test_incremental_cache_equals_recomputation(setup):
+    tasks, meta, X_t, _, *_ = setup
+    model = ScaML(tasks, np.zeros(D, bool), meta=meta)
+    model._meta_at(X_t[:3])
+    U, S = model._meta_at(X_t)
+    np.testing.assert_allclose(U, meta.mean(X_t), atol=1e-12)
+    np.testing.assert_allclose(S, meta.cov(X_t, X_t), atol=1e-12)
+
+
+def test_deterministic_pins_the_noise(setup):
+    _, meta, X_t, y_t, _, moments = setup
+    params, *_ = fit_test_params(
+        meta, moments, X_t, y_t, rng=np.random.default_rng(0), deterministic=True
+    )
+    assert params.noise == pytest.approx(1e-6)
