@@ -253,6 +253,49 @@ def test_report_plots_and_markdown(tmp_path):
     assert "cannot judge botorch-gp vs optuna-gp: no results for botorch-gp" in missing
 
 
+def test_report_cumulative_criteria_and_overall_table(tmp_path):
+    df = _synthetic_frame()
+    text = report.markdown_summary(
+        df,
+        reference="optuna-gp",
+        target="headstart-gp",
+        criteria=("regret", "cumulative"),
+        overall=True,
+    )
+    # cumulative regret per seed = sum over iterations: regret * (3 + 2 + 1) * (1 + 0.1 seed)
+    assert (
+        "| **headstart-gp** | 3 | 0.55 ± 0.0289 | 0.524 | 3.3 ± 0.173 | 0.524 | 0.2 | 2 |" in text
+    )
+    assert text.count("target met: regret ratio 0.524 ≤ 1 and cumulative-regret ratio 0.524") == 2
+    assert "### All tasks (2)" in text
+    assert "| **headstart-gp** | 2 | 1.00 | 1.00 | 2/2 | 0.524 |" in text
+    assert "| headstart-random | 2 | 3.00 | 3.00 | 0/2 | 4 |" in text
+    assert "| optuna-gp | 2 | 2.00 | 2.00 | 2/2 | 1 |" in text
+    overhead_only = report.markdown_summary(df, criteria=("overhead",))
+    assert (
+        "target missed: overhead ratio 2 > 1" in overhead_only and "cumulative" not in overhead_only
+    )
+    assert "| method | tasks |" in report.overall_summary(df, reference="nobody")
+    with pytest.raises(hs.InvalidSettingError, match="criteria"):
+        report.markdown_summary(df, criteria=("speed",))
+
+
+def test_report_plots_wrap_panels(tmp_path):
+    df = _synthetic_frame()
+    one_row = report.regret_plot(df, tmp_path / "a.png")
+    wrapped = report.regret_plot(df, tmp_path / "b.png", ncols=1)
+    pairs = report.benchmark_plot(df, tmp_path / "c.png", ncols=1)
+    report.overhead_plot(df, tmp_path / "d.png", ncols=3)  # more columns than panels
+
+    from PIL import Image
+
+    assert Image.open(one_row).size[0] > Image.open(wrapped).size[0]
+    assert Image.open(wrapped).size[1] > Image.open(one_row).size[1]
+    assert Image.open(pairs).size[1] == 2 * Image.open(wrapped).size[1]
+    with pytest.raises(hs.InvalidSettingError, match="ncols"):
+        report.regret_plot(df, tmp_path / "e.png", ncols=0)
+
+
 def test_report_refuses_empty_frames(tmp_path):
     with pytest.raises(hs.InvalidSettingError, match="no rows"):
         report.markdown_summary(pd.DataFrame(columns=list(CSV_COLUMNS)))
@@ -274,6 +317,8 @@ def test_cli_bench_list_and_run(tmp_path):
     listing = cli.invoke(app, ["bench", "list"])
     assert listing.exit_code == 0, listing.output
     for name in ("branin", "hartmann6", "optuna-gp", "botorch-gp", "headstart-gp"):
+        assert name in listing.output
+    for name in ("branin-m8", "hartmann6-m32", "fcnet-protein", "headstart-scaml", "per seed"):
         assert name in listing.output
     args = ["bench", "run", "--methods", "headstart-random,optuna-tpe", "--tasks", "forrester"]
     args += ["--seeds", "2", "--budget", "3", "--out", str(tmp_path), "--name", "t", "-q"]

@@ -5,6 +5,11 @@ Example:
     >>> get_task("branin").optimum  # doctest: +ELLIPSIS
     0.3978873...
 
+Besides single tasks, the registry holds task families (:class:`TaskFamily`), one task per seed
+with transfer meta-data: the ScaML-GP synthetic families (``branin-m8`` ...,
+:mod:`~headstart.benchmarks.families`) and leave-one-dataset-out HPO tables (``fcnet-protein``,
+``hpobench-mlp-car`` ..., :mod:`~headstart.benchmarks.hpo_tables`).
+
 ``run_benchmark(["headstart-gp", "optuna-gp"], ["branin"], range(5), 30, "out.csv")`` runs every
 method x task x seed job (in parallel with ``workers > 1``), appends one tidy row per evaluation to
 the CSV as jobs finish and skips finished jobs when run again. :mod:`headstart.benchmarks.report`
@@ -13,7 +18,8 @@ turns the CSV into plots and a markdown table; ``headstart bench`` does all of i
 
 from __future__ import annotations
 
-from headstart.benchmarks.functions import TASKS, Task, get_task, register_task
+from headstart.benchmarks import families, hpo_tables  # noqa: F401  (register the families)
+from headstart.benchmarks.functions import TASKS, Task, TaskFamily, get_task, register_task
 from headstart.benchmarks.methods import METHODS, get_method, register_method
 from headstart.benchmarks.runner import CSV_COLUMNS, BenchmarkRun, run_benchmark
 
@@ -23,6 +29,7 @@ __all__ = [
     "TASKS",
     "BenchmarkRun",
     "Task",
+    "TaskFamily",
     "get_method",
     "get_task",
     "register_method",

@@ -56,17 +56,18 @@ def _split(text: str) -> list[str]:
 
 @bench_app.command("list")
 def list_() -> None:
-    """List the benchmark tasks (with their known minima) and the methods."""
+    """List the benchmark tasks and task families (with their known minima) and the methods."""
     from rich.console import Console
     from rich.table import Table
 
-    from headstart.benchmarks.functions import TASKS
+    from headstart.benchmarks.functions import TASKS, TaskFamily
     from headstart.benchmarks.methods import DESCRIPTIONS, METHODS
 
     out = Console()
     tasks = Table("task", "dim", "known minimum", "description", title="Tasks")
     for name, task in TASKS.items():
-        tasks.add_row(name, str(task.space.dim), f"{task.optimum:.6g}", task.description)
+        minimum = "per seed" if isinstance(task, TaskFamily) else f"{task.optimum:.6g}"
+        tasks.add_row(name, str(task.space.dim), minimum, task.description)
     out.print(tasks)
     methods = Table("method", "description", title="Methods")
     for name in METHODS:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from headstart.exceptions import InvalidSettingError
+from headstart.sources import MetaTask
 from headstart.space import Float, SearchSpace
 
 
@@ -38,6 +39,10 @@ class Task:
             (or another picklable callable) so the task can be sent to worker processes.
         optimum: The known global minimum value.
         description: One line shown by ``headstart bench list``.
+        meta_tasks: Evaluations of related tasks on the same space (transfer-learning meta-data,
+            ``X`` encoded with ``space.encode``); empty for a plain task.
+        noise_std: Standard deviation of the Gaussian noise added to what the optimisers observe.
+            The recorded ``value``, ``best_value`` and ``regret`` stay noise-free.
 
     Example:
         >>> from headstart.benchmarks.functions import get_task
@@ -51,6 +56,19 @@ class Task:
     objective: Callable[[Mapping[str, Any]], float]
     optimum: float
     description: str = ""
+    meta_tasks: tuple[MetaTask, ...] = ()
+    noise_std: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "meta_tasks", tuple(self.meta_tasks))
+        if not all(isinstance(m, MetaTask) for m in self.meta_tasks):
+            raise InvalidSettingError(
+                "Task.meta_tasks must hold headstart.sources.MetaTask objects."
+            )
+        noise = float(self.noise_std)
+        if not math.isfinite(noise) or noise < 0:
+            raise InvalidSettingError(f"Task.noise_std must be finite and >= 0; got {noise!r}.")
+        object.__setattr__(self, "noise_std", noise)
 
     @property
     def dim(self) -> int:
@@ -66,24 +84,93 @@ class Task:
         return float(value) - self.optimum
 
 
+@dataclass(frozen=True)
+class TaskFamily:
+    r"""A distribution over tasks: one :class:`Task` per seed (e.g. a randomly shifted Branin).
+
+    The runner asks a family for the task of each job's seed, so every method sees the same task,
+    optimum and meta-data for a given seed. Regrets are comparable across the seeds of one family
+    (each relative to its own instance's optimum), not across families.
+
+    Args:
+        name: Registry key, e.g. ``"branin-m8"``.
+        space: The search space every instance shares.
+        sampler: ``sampler(seed) -> Task``; deterministic in ``seed`` and picklable (a module-level
+            function or a frozen dataclass with ``__call__``) so workers can receive it.
+        description: One line shown by ``headstart bench list``.
+
+    Example:
+        >>> from headstart.benchmarks import get_task
+        >>> family = get_task("branin-m8")
+        >>> task = family.instance(0)
+        >>> len(task.meta_tasks), task.meta_tasks[0].n, task.noise_std
+        (8, 32, 1.0)
+    """
+
+    name: str
+    space: SearchSpace
+    sampler: Callable[[int], Task]
+    description: str = ""
+
+    @property
+    def dim(self) -> int:
+        """Number of free parameters."""
+        return self.space.dim
+
+    def instance(self, seed: int) -> Task:
+        """The task of ``seed`` (same seed, same task)."""
+        task = self.sampler(int(seed))
+        if not isinstance(task, Task):
+            raise InvalidSettingError(
+                f"The sampler of task family {self.name!r} returned {type(task).__name__}; it "
+                "must return a headstart.benchmarks.Task."
+            )
+        return task
+
+
+def resolve(task: Task | TaskFamily, seed: int) -> Task:
+    """``task`` itself, or the instance of ``seed`` when it is a :class:`TaskFamily`."""
+    return task.instance(seed) if isinstance(task, TaskFamily) else task
+
+
 # --- vectorised test functions (n x d arrays → n values) ------------------------------------------
-def branin(X: np.ndarray) -> np.ndarray:
+BRANIN_DEFAULTS = {
+    "a": 1.0,
+    "b": 5.1 / (4 * math.pi**2),
+    "c": 5 / math.pi,
+    "r": 6.0,
+    "s": 10.0,
+    "t": 1 / (8 * math.pi),
+}
+
+
+def branin(
+    X: np.ndarray,
+    *,
+    a: float = BRANIN_DEFAULTS["a"],
+    b: float = BRANIN_DEFAULTS["b"],
+    c: float = BRANIN_DEFAULTS["c"],
+    r: float = BRANIN_DEFAULTS["r"],
+    s: float = BRANIN_DEFAULTS["s"],
+    t: float = BRANIN_DEFAULTS["t"],
+) -> np.ndarray:
     r"""Branin-Hoo ([Dixon1978]_) on ``x1 in [-5, 10]``, ``x2 in [0, 15]``.
 
-    f(x) = (x2 - b x1^2 + c x1 - r)^2 + s (1 - t) cos(x1) + s, with b = 5.1 / (4 pi^2),
-    c = 5 / pi, r = 6, s = 10, t = 1 / (8 pi); minimum 0.397887 at (-pi, 12.275), (pi, 2.275)
-    and (9.42478, 2.475).
+    f(x) = a (x2 - b x1^2 + c x1 - r)^2 + s (1 - t) cos(x1) + s, by default with a = 1,
+    b = 5.1 / (4 pi^2), c = 5 / pi, r = 6, s = 10, t = 1 / (8 pi); minimum 0.397887 at
+    (-pi, 12.275), (pi, 2.275) and (9.42478, 2.475). Other coefficients give the Branin family of
+    :mod:`headstart.benchmarks.families`.
 
     Args:
         X: `n x 2` array.
+        a, b, c, r, s, t: Coefficients.
 
     Returns:
         `n` array of values.
     """
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     x1, x2 = X[:, 0], X[:, 1]
-    b, c, r, s, t = 5.1 / (4 * math.pi**2), 5 / math.pi, 6.0, 10.0, 1 / (8 * math.pi)
-    return (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - t) * np.cos(x1) + s
+    return a * (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - t) * np.cos(x1) + s
 
 
 _HARTMANN_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
@@ -111,40 +198,43 @@ _HARTMANN6_P = 1e-4 * np.array(
 )
 
 
-def _hartmann(X: np.ndarray, A: np.ndarray, P: np.ndarray) -> np.ndarray:
+def _hartmann(X: np.ndarray, A: np.ndarray, P: np.ndarray, alpha: Any = None) -> np.ndarray:
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    alpha = _HARTMANN_ALPHA if alpha is None else np.asarray(alpha, dtype=np.float64)
     sq = (X[:, None, :] - P[None, :, :]) ** 2  # n x 4 x d
-    return -np.exp(-(sq * A[None]).sum(-1)) @ _HARTMANN_ALPHA  # n
+    return -np.exp(-(sq * A[None]).sum(-1)) @ alpha  # n
 
 
-def hartmann3(X: np.ndarray) -> np.ndarray:
+def hartmann3(X: np.ndarray, alpha: Any = None) -> np.ndarray:
     r"""Hartmann 3-D ([Dixon1978]_) on ``[0, 1]^3``.
 
-    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); minimum -3.86278 at
-    (0.114589, 0.555649, 0.852547).
+    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); with the default alpha = (1, 1.2, 3,
+    3.2) the minimum is -3.86278 at (0.114589, 0.555649, 0.852547).
 
     Args:
         X: `n x 3` array.
+        alpha: The four weights (default the standard ones).
 
     Returns:
         `n` array of values.
     """
-    return _hartmann(X, _HARTMANN3_A, _HARTMANN3_P)
+    return _hartmann(X, _HARTMANN3_A, _HARTMANN3_P, alpha)
 
 
-def hartmann6(X: np.ndarray) -> np.ndarray:
+def hartmann6(X: np.ndarray, alpha: Any = None) -> np.ndarray:
     r"""Hartmann 6-D ([Dixon1978]_) on ``[0, 1]^6``.
 
-    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); minimum -3.32237 at
-    (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573).
+    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); with the default alpha = (1, 1.2, 3,
+    3.2) the minimum is -3.32237 at (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573).
 
     Args:
         X: `n x 6` array.
+        alpha: The four weights (default the standard ones).
 
     Returns:
         `n` array of values.
     """
-    return _hartmann(X, _HARTMANN6_A, _HARTMANN6_P)
+    return _hartmann(X, _HARTMANN6_A, _HARTMANN6_P, alpha)
 
 
 def forrester(X: np.ndarray) -> np.ndarray:
@@ -188,25 +278,27 @@ def _unit_cube(names: list[str]) -> SearchSpace:
 
 
 # --- registry --------------------------------------------------------------------------------------
-TASKS: dict[str, Task] = {}
+TASKS: dict[str, Task | TaskFamily] = {}
 
 
-def register_task(task: Task, *, overwrite: bool = False) -> Task:
-    """Add a task to :data:`TASKS` (for ``headstart bench`` and :func:`get_task`).
+def register_task(task: Task | TaskFamily, *, overwrite: bool = False) -> Task | TaskFamily:
+    """Add a task or task family to :data:`TASKS` (for ``headstart bench`` and :func:`get_task`).
 
     Args:
-        task: The task; its ``name`` is the registry key.
+        task: The :class:`Task` or :class:`TaskFamily`; its ``name`` is the registry key.
         overwrite: Replace an existing task of the same name instead of raising.
 
     Returns:
         The task, so this can be used inline.
 
     Raises:
-        InvalidSettingError: not a Task, or the name is taken and ``overwrite`` is False.
+        InvalidSettingError: not a Task or TaskFamily, or the name is taken and ``overwrite`` is
+            False.
     """
-    if not isinstance(task, Task):
+    if not isinstance(task, Task | TaskFamily):
         raise InvalidSettingError(
-            f"register_task expects a headstart.benchmarks.Task; got {type(task).__name__}."
+            "register_task expects a headstart.benchmarks.Task or TaskFamily; got "
+            f"{type(task).__name__}."
         )
     if task.name in TASKS and not overwrite:
         raise InvalidSettingError(
@@ -217,8 +309,8 @@ def register_task(task: Task, *, overwrite: bool = False) -> Task:
     return task
 
 
-def get_task(name: str) -> Task:
-    """The registered task called ``name``.
+def get_task(name: str) -> Task | TaskFamily:
+    """The registered task (or task family) called ``name``.
 
     Raises:
         InvalidSettingError: no such task (the message lists the valid names).
@@ -270,12 +362,15 @@ register_task(
 )
 
 __all__ = [
+    "BRANIN_DEFAULTS",
     "TASKS",
     "Task",
+    "TaskFamily",
     "branin",
     "forrester",
     "get_task",
     "hartmann3",
     "hartmann6",
     "register_task",
+    "resolve",
 ]

@@ -9,6 +9,13 @@ evaluations of ``task.objective`` and returns one record per evaluation, in orde
 * ``seconds_suggest``: wall-clock seconds spent choosing the point (the objective's own time is
   excluded).
 
+When the task has ``noise_std > 0`` the method observes ``value + noise`` (Gaussian noise from a
+stream seeded by the task name and seed, so every method gets the same noise sequence for a seed),
+while the records keep the noise-free ``value`` and ``best_value``: regret is on true values.
+Methods that use :class:`~headstart.benchmarks.functions.Task` ``meta_tasks`` (the
+``headstart-scaml``, ``-rgpe``, ``-stackgp`` and ``-mtgp`` transfer methods) pass them to
+``hs.create_study(transfer_from=...)``; the others ignore them.
+
 Suggestion overhead is measured the same way for every method: the wall-clock time of the call
 that returns the next configuration (``study.ask()`` for headstart and Optuna; model fit +
 acquisition optimisation + decoding for the BoTorch loop).
@@ -22,8 +29,11 @@ from __future__ import annotations
 
 import time
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from headstart.benchmarks.functions import Task
 from headstart.exceptions import InvalidSettingError
@@ -87,12 +97,18 @@ def n_initial_for(task: Task, budget: int) -> int:
 
 
 class _Recorder:
-    """Evaluates the objective and accumulates the per-evaluation records."""
+    """Evaluates the objective and accumulates the per-evaluation records.
 
-    def __init__(self, task: Task) -> None:
+    :meth:`evaluate` returns what the optimiser observes: the value plus ``task.noise_std``
+    Gaussian noise (drawn from a stream seeded by ``(task.name, seed)``). The records hold the
+    noise-free value.
+    """
+
+    def __init__(self, task: Task, seed: int = 0) -> None:
         self.task = task
         self.records: list[dict[str, Any]] = []
         self.best = float("inf")
+        self._noise = np.random.default_rng([zlib.crc32(task.name.encode()), int(seed), 7])
 
     def evaluate(self, params: dict[str, Any], seconds_suggest: float) -> float:
         value = float(self.task.objective(params))
@@ -105,6 +121,8 @@ class _Recorder:
                 "seconds_suggest": float(seconds_suggest),
             }
         )
+        if self.task.noise_std > 0:
+            return value + self.task.noise_std * float(self._noise.standard_normal())
         return value
 
 
@@ -119,11 +137,13 @@ def _warm_imports(*modules: str) -> None:
             importlib.import_module(name)
 
 
-def _run_headstart(task: Task, seed: int, budget: int, method: str) -> list[dict[str, Any]]:
+def _run_headstart(
+    task: Task, seed: int, budget: int, method: str, **settings: Any
+) -> list[dict[str, Any]]:
     import headstart as hs
 
-    if method == "gp":
-        _warm_imports("headstart._gp")
+    if method != "random":
+        _warm_imports("headstart._gp", "headstart._transfer")
 
     study = hs.create_study(
         f"bench-{task.name}-{method}-{seed}",
@@ -133,9 +153,11 @@ def _run_headstart(task: Task, seed: int, budget: int, method: str) -> list[dict
         method=method,
         seed=seed,
         budget=budget,
-        deterministic=True,  # the test functions are noiseless (Optuna's GP is told so too)
+        # noiseless test functions and tables: interpolate (Optuna's GP is told so too)
+        deterministic=task.noise_std == 0,
+        **settings,
     )
-    recorder = _Recorder(task)
+    recorder = _Recorder(task, seed)
     for _ in range(budget):
         t0 = time.perf_counter()
         trial = study.ask()
@@ -152,6 +174,42 @@ def run_headstart_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]
 def run_headstart_random(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """headstart random search (method="random")."""
     return _run_headstart(task, seed, budget, "random")
+
+
+# The ScaML-GP paper's acquisition for every method: UCB with beta = 9 (mu - 3 sigma when
+# minimising).
+PAPER_UCB = {"acquisition": "ucb", "ucb_beta": 9.0}
+
+
+def run_headstart_gp_ucb(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart GP-BO without meta-data, UCB beta = 9 (the ScaML-GP paper's GPBO baseline)."""
+    return _run_headstart(task, seed, budget, "gp", **PAPER_UCB)
+
+
+def _run_transfer(task: Task, seed: int, budget: int, method: str) -> list[dict[str, Any]]:
+    return _run_headstart(
+        task, seed, budget, method, transfer_from=list(task.meta_tasks), **PAPER_UCB
+    )
+
+
+def run_headstart_scaml(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart ScaML-GP transfer on task.meta_tasks (method="scaml", UCB beta = 9)."""
+    return _run_transfer(task, seed, budget, "scaml")
+
+
+def run_headstart_rgpe(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart RGPE ensemble on task.meta_tasks (method="rgpe", UCB beta = 9)."""
+    return _run_transfer(task, seed, budget, "rgpe")
+
+
+def run_headstart_stackgp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart stacked GPs on task.meta_tasks (method="stackgp", UCB beta = 9)."""
+    return _run_transfer(task, seed, budget, "stackgp")
+
+
+def run_headstart_mtgp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart multi-task GP on task.meta_tasks (method="mtgp", UCB beta = 9)."""
+    return _run_transfer(task, seed, budget, "mtgp")
 
 
 # --- optuna ---------------------------------------------------------------------------------------
@@ -191,7 +249,7 @@ def _run_optuna(task: Task, seed: int, budget: int, sampler: Any) -> list[dict[s
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions, fixed = optuna_distributions(task.space)
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    recorder = _Recorder(task)
+    recorder = _Recorder(task, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         for _ in range(budget):
@@ -211,7 +269,7 @@ def run_optuna_tpe(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
 
 
 def run_optuna_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """Optuna GPSampler (same initial-design size as headstart, deterministic_objective=True)."""
+    """Optuna GPSampler (same initial-design size as headstart, deterministic on noiseless tasks)."""
     import optuna
 
     _warm_imports(  # GPSampler loads these lazily at its first model-based suggestion
@@ -227,7 +285,7 @@ def run_optuna_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
         sampler = optuna.samplers.GPSampler(
             seed=seed,
             n_startup_trials=n_initial_for(task, budget),
-            deterministic_objective=True,  # the test functions are noiseless
+            deterministic_objective=task.noise_std == 0,  # the test functions are noiseless
         )
     return _run_optuna(task, seed, budget, sampler)
 
@@ -257,7 +315,7 @@ def run_botorch_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     t0 = time.perf_counter()
     design = SobolEngine(dim, scramble=True, seed=seed).draw(n_init, dtype=dtype).numpy()
     design_seconds = (time.perf_counter() - t0) / n_init
-    recorder = _Recorder(task)
+    recorder = _Recorder(task, seed)
     configs: list[dict[str, Any]] = []
     values: list[float] = []
     for i in range(budget):
@@ -288,6 +346,11 @@ def run_botorch_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
 
 register_method("headstart-gp", run_headstart_gp)
 register_method("headstart-random", run_headstart_random)
+register_method("headstart-gp-ucb", run_headstart_gp_ucb)
+register_method("headstart-scaml", run_headstart_scaml)
+register_method("headstart-rgpe", run_headstart_rgpe)
+register_method("headstart-stackgp", run_headstart_stackgp)
+register_method("headstart-mtgp", run_headstart_mtgp)
 register_method("optuna-tpe", run_optuna_tpe)
 register_method("optuna-gp", run_optuna_gp)
 register_method("botorch-gp", run_botorch_gp)
@@ -295,6 +358,7 @@ register_method("botorch-gp", run_botorch_gp)
 __all__ = [
     "DESCRIPTIONS",
     "METHODS",
+    "PAPER_UCB",
     "Method",
     "get_method",
     "n_initial_for",
@@ -302,7 +366,12 @@ __all__ = [
     "register_method",
     "run_botorch_gp",
     "run_headstart_gp",
+    "run_headstart_gp_ucb",
+    "run_headstart_mtgp",
     "run_headstart_random",
+    "run_headstart_rgpe",
+    "run_headstart_scaml",
+    "run_headstart_stackgp",
     "run_optuna_gp",
     "run_optuna_tpe",
 ]

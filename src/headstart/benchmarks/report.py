@@ -7,6 +7,12 @@ method has on a task is the number of seeds with complete rows in the CSV.
 * Mean ± standard error over seeds: ``s.e. = std(ddof=1) / sqrt(n_seeds)`` (0 for one seed).
 * Suggestion overhead: the median of ``seconds_suggest`` over every suggestion of every seed
   (initial design included).
+* Cumulative regret (optional column): the sum over iterations of the simple regret, averaged over
+  seeds (the ScaML-GP paper's Fig. 3 metric).
+
+For task families the optimum is that of each seed's instance, so regrets are comparable within a
+family (one panel) but not across families; :func:`overall_summary` therefore compares methods by
+ratios to a reference method, panel by panel.
 """
 
 from __future__ import annotations
@@ -109,65 +115,83 @@ def _figure(n_rows: int, n_cols: int):
     return fig, axes
 
 
-def regret_plot(df, path: str | Path) -> Path:
+def _grid(n_panels: int, ncols: int | None) -> tuple[int, int]:
+    """``(rows, cols)`` of a layout with at most ``ncols`` panels per row (None: one row)."""
+    if ncols is not None and (isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1):
+        raise InvalidSettingError(f"ncols must be a positive integer or None; got {ncols!r}.")
+    cols = n_panels if ncols is None else min(ncols, n_panels)
+    return math.ceil(n_panels / cols), cols
+
+
+def _single_plot(df, path: str | Path, draw, ncols: int | None) -> Path:
+    _check_frame(df)
+    panels, colors = _panels(df), _colors(df)
+    n_rows, n_cols = _grid(len(panels), ncols)
+    fig, axes = _figure(n_rows, n_cols)
+    flat = axes.reshape(-1)
+    for ax, (title, rows) in zip(flat, panels, strict=False):
+        draw(ax, rows, colors)
+        ax.set_title(title)
+        ax.legend(fontsize=7, loc="best")
+    for ax in flat[len(panels) :]:
+        ax.set_visible(False)
+    return _save(fig, path)
+
+
+def regret_plot(df, path: str | Path, *, ncols: int | None = None) -> Path:
     """Save mean simple regret vs evaluation (log y, ± s.e. band), one panel per task.
 
     Args:
         df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
         path: PNG file to write.
+        ncols: Panels per row (default: all in one row).
 
     Returns:
         The path written.
     """
-    _check_frame(df)
-    panels, colors = _panels(df), _colors(df)
-    fig, axes = _figure(1, len(panels))
-    for ax, (title, rows) in zip(axes[0], panels, strict=True):
-        _draw_regret(ax, rows, colors)
-        ax.set_title(title)
-        ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return _single_plot(df, path, _draw_regret, ncols)
 
 
-def overhead_plot(df, path: str | Path) -> Path:
+def overhead_plot(df, path: str | Path, *, ncols: int | None = None) -> Path:
     """Save the median seconds per suggestion vs evaluation (log y), one panel per task.
 
     Args:
         df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
         path: PNG file to write.
+        ncols: Panels per row (default: all in one row).
 
     Returns:
         The path written.
     """
-    _check_frame(df)
-    panels, colors = _panels(df), _colors(df)
-    fig, axes = _figure(1, len(panels))
-    for ax, (title, rows) in zip(axes[0], panels, strict=True):
-        _draw_overhead(ax, rows, colors)
-        ax.set_title(title)
-        ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return _single_plot(df, path, _draw_overhead, ncols)
 
 
-def benchmark_plot(df, path: str | Path) -> Path:
-    """Save one PNG: regret panels (top row) above overhead panels (bottom row), per task.
+def benchmark_plot(df, path: str | Path, *, ncols: int | None = None) -> Path:
+    """Save one PNG: per task, a regret panel above an overhead panel.
 
     Args:
         df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
         path: PNG file to write.
+        ncols: Tasks per row of panel pairs (default: all tasks side by side).
 
     Returns:
         The path written.
     """
     _check_frame(df)
     panels, colors = _panels(df), _colors(df)
-    fig, axes = _figure(2, len(panels))
-    for j, (title, rows) in enumerate(panels):
-        _draw_regret(axes[0, j], rows, colors)
-        axes[0, j].set_title(f"{title}: regret")
-        axes[0, j].legend(fontsize=7, loc="best")
-        _draw_overhead(axes[1, j], rows, colors)
-        axes[1, j].set_title(f"{title}: suggestion overhead")
+    n_rows, n_cols = _grid(len(panels), ncols)
+    fig, axes = _figure(2 * n_rows, n_cols)
+    for k, (title, rows) in enumerate(panels):
+        i, j = divmod(k, n_cols)
+        _draw_regret(axes[2 * i, j], rows, colors)
+        axes[2 * i, j].set_title(f"{title}: regret")
+        axes[2 * i, j].legend(fontsize=7, loc="best")
+        _draw_overhead(axes[2 * i + 1, j], rows, colors)
+        axes[2 * i + 1, j].set_title(f"{title}: suggestion overhead")
+    for k in range(len(panels), n_rows * n_cols):
+        i, j = divmod(k, n_cols)
+        axes[2 * i, j].set_visible(False)
+        axes[2 * i + 1, j].set_visible(False)
     return _save(fig, path)
 
 
@@ -184,85 +208,208 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _verdict(stats: dict[str, dict], reference: str, target: str) -> str:
+CRITERIA = ("regret", "overhead", "cumulative")
+_CRITERION_LABEL = {
+    "regret": "regret ratio",
+    "overhead": "overhead ratio",
+    "cumulative": "cumulative-regret ratio",
+}
+
+
+def _check_criteria(criteria) -> tuple[str, ...]:
+    criteria = tuple(criteria)
+    bad = [c for c in criteria if c not in CRITERIA]
+    if bad or not criteria:
+        raise InvalidSettingError(
+            f"criteria must be a non-empty subset of {CRITERIA}; got {list(criteria)}."
+        )
+    return criteria
+
+
+def _verdict(
+    stats: dict[str, dict],
+    reference: str,
+    target: str,
+    criteria: tuple[str, ...] = ("regret", "overhead"),
+) -> str:
     absent = [m for m in (target, reference) if m not in stats]
     if absent:
         return f"cannot judge {target} vs {reference}: no results for {', '.join(absent)}."
     t, r = stats[target], stats[reference]
-    regret = _ratio(t["regret"], r["regret"])
-    overhead = _ratio(t["overhead"], r["overhead"])
+    ratios = [_ratio(t[c], r[c]) for c in criteria]
     parts = [
-        f"regret ratio {_fmt(regret)} {'≤' if regret <= 1 else '>'} 1",
-        f"overhead ratio {_fmt(overhead)} {'≤' if overhead <= 1 else '>'} 1",
+        f"{_CRITERION_LABEL[c]} {_fmt(x)} {'≤' if x <= 1 else '>'} 1"
+        for c, x in zip(criteria, ratios, strict=True)
     ]
     seeds = f" ({t['seeds']} vs {r['seeds']} seeds)"
-    missed = [p for p, ok in zip(parts, (regret <= 1, overhead <= 1), strict=True) if not ok]
+    missed = [p for p, x in zip(parts, ratios, strict=True) if x > 1]
     if not missed:
-        return f"target met: {parts[0]} and {parts[1]}{seeds}."
+        return f"target met: {' and '.join(parts)}{seeds}."
     return f"target missed: {' and '.join(missed)}{seeds}."
 
 
+def _mean_and_se(values: np.ndarray) -> tuple[float, float]:
+    n = len(values)
+    se = float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    return float(values.mean()), se
+
+
 def _task_stats(rows) -> dict[str, dict]:
-    """Final mean regret, its s.e., median overhead and seed count per method."""
+    """Final and cumulative mean regret with s.e., median overhead and seed count per method."""
     stats = {}
     for method in sorted(rows["method"].unique()):
         m = rows[rows["method"] == method]
         final = m[m["iteration"] == m["budget"]]["regret"].to_numpy(dtype=np.float64)
-        n = len(final)
-        se = float(final.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+        cumulative = m.groupby("seed")["regret"].sum().to_numpy(dtype=np.float64)
+        regret, se = _mean_and_se(final)
+        cum, cum_se = _mean_and_se(cumulative)
         stats[method] = {
             "seeds": int(m["seed"].nunique()),
-            "regret": float(final.mean()),
+            "regret": regret,
             "se": se,
+            "cumulative": cum,
+            "cumulative_se": cum_se,
             "overhead": float(m["seconds_suggest"].median()),
         }
     return stats
 
 
-def markdown_summary(df, reference: str = "optuna-gp", target: str = "headstart-gp") -> str:
+def _ratio_cell(stats: dict, ref: dict | None, key: str) -> str:
+    return "-" if ref is None else _fmt(_ratio(stats[key], ref[key]))
+
+
+def markdown_summary(
+    df,
+    reference: str = "optuna-gp",
+    target: str = "headstart-gp",
+    *,
+    criteria: tuple[str, ...] = ("regret", "overhead"),
+    cumulative: bool = False,
+    overall: bool = False,
+) -> str:
     r"""A markdown report: per task, one row per method, and a verdict for ``target``.
 
     Columns: seeds present, final simple regret (mean ± s.e. over seeds), its ratio to
-    ``reference``, median seconds per suggestion and its ratio to ``reference``. The verdict says
-    whether ``target`` meets "regret ratio ≤ 1 and overhead ratio ≤ 1" against ``reference``.
+    ``reference``, optionally the cumulative regret and its ratio, median seconds per suggestion
+    and its ratio to ``reference``. The verdict says whether ``target`` has every ratio named in
+    ``criteria`` ≤ 1 against ``reference``: the default "regret ratio ≤ 1 and overhead ratio ≤ 1"
+    suits a method against a peer; a transfer method against plain GP-BO (which is bound to
+    be cheaper) is judged with ``criteria=("regret", "cumulative")``.
 
     Args:
         df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
         reference: Method the ratios are computed against.
-        target: Method the verdict is about.
+        target: Method the verdict is about (shown in bold).
+        criteria: Ratios the verdict requires ≤ 1: any of ``"regret"`` (final), ``"overhead"``
+            and ``"cumulative"``.
+        cumulative: Add the cumulative-regret columns.
+        overall: Start with the cross-task table of :func:`overall_summary`.
 
     Returns:
         Markdown text.
     """
     _check_frame(df)
+    criteria = _check_criteria(criteria)
+    cumulative = cumulative or "cumulative" in criteria
     lines = [
-        "Final simple regret = best value after the last evaluation − known minimum (mean ± "
-        "standard error over seeds); overhead = median wall-clock seconds per suggestion over all "
-        "evaluations (initial design included). Ratios are relative to "
-        f"`{reference}`; lower is better.",
+        "Final simple regret = best value after the last evaluation − the task's minimum (for a "
+        "task family, the minimum of each seed's instance), mean ± standard error over seeds"
+        + ("; cumulative regret = sum over evaluations of the simple regret" if cumulative else "")
+        + "; overhead = median wall-clock seconds per suggestion over all evaluations (initial "
+        f"design included). Ratios are relative to `{reference}`; lower is better.",
         "",
     ]
+    if overall:
+        lines += [overall_summary(df, reference=reference, target=target), ""]
     for title, rows in _panels(df):
         budget = int(rows["budget"].iloc[0])
         stats = _task_stats(rows)
         ref = stats.get(reference)
+        cum_head = f"cumulative regret | cumulative / {reference} | " if cumulative else ""
         lines += [
             f"### {title} (budget {budget})",
             "",
-            f"| method | seeds | final regret | regret / {reference} | s / suggestion | "
+            f"| method | seeds | final regret | regret / {reference} | {cum_head}s / suggestion | "
             f"overhead / {reference} |",
-            "|---|---:|---:|---:|---:|---:|",
+            "|---|---:|---:|---:|" + ("---:|---:|" if cumulative else "") + "---:|---:|",
         ]
         for method, s in stats.items():
-            regret_ratio = "-" if ref is None else _fmt(_ratio(s["regret"], ref["regret"]))
-            overhead_ratio = "-" if ref is None else _fmt(_ratio(s["overhead"], ref["overhead"]))
+            cum = (
+                f"{_fmt(s['cumulative'])} ± {_fmt(s['cumulative_se'])} | "
+                f"{_ratio_cell(s, ref, 'cumulative')} | "
+                if cumulative
+                else ""
+            )
             name = f"**{method}**" if method == target else method
             lines.append(
                 f"| {name} | {s['seeds']} | {_fmt(s['regret'])} ± {_fmt(s['se'])} | "
-                f"{regret_ratio} | {_fmt(s['overhead'])} | {overhead_ratio} |"
+                f"{_ratio_cell(s, ref, 'regret')} | {cum}{_fmt(s['overhead'])} | "
+                f"{_ratio_cell(s, ref, 'overhead')} |"
             )
-        lines += ["", f"Verdict: {_verdict(stats, reference, target)}", ""]
+        lines += ["", f"Verdict: {_verdict(stats, reference, target, criteria)}", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-__all__ = ["benchmark_plot", "markdown_summary", "overhead_plot", "regret_plot"]
+def overall_summary(df, reference: str = "optuna-gp", target: str | None = None) -> str:
+    r"""A markdown table across tasks: how each method ranks and compares with ``reference``.
+
+    Regrets of different tasks (and families) are on different scales, so this table only uses
+    per-task comparisons. Per method: the number of tasks it ran on, its average rank by final and
+    by cumulative regret (1 = lowest mean over seeds; ties share the average rank), the number of
+    tasks where its final regret is ≤ that of ``reference``, and the median over tasks of its
+    final-regret ratio to ``reference``.
+
+    Args:
+        df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
+        reference: Method the ratios are relative to.
+        target: Method shown in bold (optional).
+
+    Returns:
+        Markdown text (a heading and one table).
+    """
+    import pandas as pd
+
+    _check_frame(df)
+    per_task = []
+    for title, rows in _panels(df):
+        stats = _task_stats(rows)
+        frame = pd.DataFrame(stats).T
+        frame["rank"] = frame["regret"].rank(method="average")
+        frame["cum_rank"] = frame["cumulative"].rank(method="average")
+        ref = stats.get(reference)
+        frame["ratio"] = [
+            _ratio(s["regret"], ref["regret"]) if ref else math.nan for s in stats.values()
+        ]
+        frame["task"] = title
+        per_task.append(frame)
+    table = pd.concat(per_task)
+    n_tasks = len(per_task)
+    lines = [
+        f"### All tasks ({n_tasks})",
+        "",
+        f"| method | tasks | mean rank (final) | mean rank (cumulative) | final ≤ {reference} | "
+        f"median regret / {reference} |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for method in sorted(table.index.unique()):
+        m = table.loc[[method]]
+        ratios = m["ratio"].astype(float)
+        wins = int((ratios <= 1).sum())
+        has_ref = bool(ratios.notna().any())
+        name = f"**{method}**" if method == target else method
+        lines.append(
+            f"| {name} | {len(m)} | {m['rank'].mean():.2f} | {m['cum_rank'].mean():.2f} | "
+            f"{f'{wins}/{int(ratios.notna().sum())}' if has_ref else '-'} | "
+            f"{_fmt(float(ratios.median())) if has_ref else '-'} |"
+        )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CRITERIA",
+    "benchmark_plot",
+    "markdown_summary",
+    "overall_summary",
+    "overhead_plot",
+    "regret_plot",
+]

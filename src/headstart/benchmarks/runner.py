@@ -29,7 +29,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from headstart.benchmarks.functions import Task, get_task
+from headstart.benchmarks.functions import Task, TaskFamily, get_task, resolve
 from headstart.benchmarks.methods import get_method
 from headstart.exceptions import InvalidSettingError
 
@@ -197,8 +197,13 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _execute(job: Job, method: Callable, task: Task) -> list[list[Any]]:
-    """Run one job and return its CSV rows; raises on errors or malformed records."""
+def _execute(job: Job, method: Callable, task: Task | TaskFamily) -> list[list[Any]]:
+    """Run one job and return its CSV rows; raises on errors or malformed records.
+
+    A :class:`TaskFamily` is resolved here (in the worker) to the instance of the job's seed; the
+    rows keep the family's name and the regret is relative to the instance's optimum.
+    """
+    task = resolve(task, job.seed)
     with _torch_threads(1):
         records = method(task, job.seed, job.budget)
     if not isinstance(records, list) or len(records) != job.budget:
@@ -297,13 +302,14 @@ def run_benchmark(
     r"""Run every method x task x seed job for ``budget`` evaluations, resumably.
 
     Rows (``CSV_COLUMNS``; ``regret = best_value - task.optimum``) are appended to ``out_csv`` as
-    each job finishes. Jobs already complete in ``out_csv`` are skipped; partial rows (a job
+    each job finishes. A task family runs, for each seed, its instance of that seed (the ``task``
+    column holds the family name; the regret is relative to that instance's optimum). Jobs already complete in ``out_csv`` are skipped; partial rows (a job
     interrupted mid-write) are dropped first. A job that raises is reported as a warning and the
     others carry on.
 
     Args:
         methods: Names registered in :data:`headstart.benchmarks.METHODS`.
-        tasks: Names registered in :data:`headstart.benchmarks.TASKS`.
+        tasks: Names registered in :data:`headstart.benchmarks.TASKS` (tasks or task families).
         seeds: Seeds to run (each job passes its seed to the method).
         budget: Evaluations per job.
         out_csv: The results file (created with a header if missing).
@@ -345,7 +351,8 @@ def run_benchmark(
     else:
         _fsync_write(path, _render([CSV_COLUMNS]), "w")
 
-    jobs = [Job(m, t, s, budget) for m, t, s in product(method_fns, task_objs, seed_list)]
+    # seed-major: an interrupted run has every method on its first seeds
+    jobs = [Job(m, t, s, budget) for s, t, m in product(seed_list, task_objs, method_fns)]
     run.skipped = [j for j in jobs if j in done]
     todo = [j for j in jobs if j not in done]
     if run.skipped:
@@ -390,7 +397,7 @@ def run_benchmark(
 def _run_pool(
     todo: list[Job],
     method_fns: dict[str, Callable],
-    task_objs: dict[str, Task],
+    task_objs: dict[str, Task | TaskFamily],
     workers: int,
     finish: Callable[[Job, list[list[Any]] | None, BaseException | None], None],
 ) -> None:
