@@ -27,6 +27,8 @@ def test_python_blocks_run_in_order(tmp_path, monkeypatch):
         exec(compile(code, "README.md", "exec"), namespace)
     study = namespace["study"]
     assert len(study.trials) == 30 + 5 + 1 + 1
+    new = namespace["new"]
+    assert len(new.trials) == 10 and set(new.transfer_report().weights) == {"model-v1", "model-v2"}
     assert (tmp_path / "headstart.db").exists()
 
 
@@ -49,6 +51,14 @@ def test_cli_lines_run(tmp_path):
         env=env,
         capture_output=True,
     )
+    transfer = (
+        "import headstart as hs; space = hs.SearchSpace({'x': hs.Float(0, 1)}); "
+        "old = hs.create_study('model-v1', space, method='random'); "
+        "[old.tell(old.ask(), 0.1 * i) for i in range(5)]; "
+        "new = hs.create_study('model-v3', space, method='scaml', transfer_from='all'); "
+        "new.tell(new.ask(), 1.0)"
+    )
+    subprocess.run([sys.executable, "-c", transfer], check=True, cwd=tmp_path, env=env)
     for line in lines:
         args = shlex.split(line)
         result = subprocess.run(

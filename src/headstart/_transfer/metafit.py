@@ -45,7 +45,7 @@ import torch
 
 from headstart._gp.lbfgsb import batched_lbfgsb
 from headstart._gp.threads import limit_threads
-from headstart._transfer.se_kernel import DTYPE, scale_inputs, scaled_sq_dist, se_kernel
+from headstart._transfer.se_kernel import DTYPE, FeatureMaps, log_kernel, se_kernel, vocabulary
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
 # --- priors and constraints (App. C.5) --------------------------------------------------------
@@ -64,7 +64,7 @@ _BUCKET_RATIO = 1.25  # tasks whose sizes differ by less than this factor share 
 _BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
 _JITTER_TRIES = 6  # jitter 1e-8 * 10^k, k = 0..5, as headstart._gp.model.robust_cholesky
 _FIT_CHUNK_ELEMENTS = 1 << 18  # runs per objective call: ~2 MB of kernel matrices (cache-sized)
-_CHUNK_ELEMENTS = 1 << 20  # prediction works on row chunks of at most ~this many kernel entries
+_CHUNK_ELEMENTS = 1 << 21  # prediction works on row chunks of at most ~this many kernel entries
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -232,7 +232,9 @@ def neg_log_posterior(
     return -(mll + log_prior(log_ell, log_s, log_noise)), mll
 
 
-def _prior_grad(log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor) -> torch.Tensor:
+def _prior_grad(
+    log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor
+) -> torch.Tensor:
     """Gradient of :func:`log_prior` in ``(log ell, log s, log sigma^2)``: ``R x (d + 2)``."""
     (a_l, b_l), (a_s, b_s), (mu, sd) = LENGTHSCALE_PRIOR, OUTPUTSCALE_PRIOR, NOISE_PRIOR
     return torch.cat(
@@ -254,6 +256,7 @@ def neg_log_posterior_and_grad(
     is_cat: torch.Tensor,
     *,
     padded: bool = True,
+    vocab: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r""":func:`neg_log_posterior` and its gradient in ``raw``, in closed form.
 
@@ -272,6 +275,7 @@ def neg_log_posterior_and_grad(
     Args:
         raw, X, y, mask, n, is_cat: As for :func:`neg_log_posterior`.
         padded: ``False`` promises ``mask`` is all ones (skips the masking).
+        vocab: Categorical vocabulary covering ``X`` (default: computed from ``X``).
 
     Returns:
         ``(objective R, gradient R x (d + 2))``.
@@ -279,22 +283,15 @@ def neg_log_posterior_and_grad(
     d = X.shape[-1]
     log_ell, log_s, log_noise = raw[:, :d], raw[:, d], raw[:, d + 1]
     w, noise = torch.exp(-2.0 * log_ell), torch.exp(log_noise)
-    num = (~is_cat).to(X.dtype)
-    Xc = X - 0.5
-    if padded:
-        Xc = Xc * mask.unsqueeze(-1)
-    Xs = Xc * (torch.exp(-log_ell) * num).unsqueeze(-2)
-    h = 0.5 * (log_s.unsqueeze(-1) - (Xs * Xs).sum(-1))  # log s - r^2/2 = h_i + h_k + Xs_i.Xs_k
-    E = torch.baddbmm(h.unsqueeze(-1) + h.unsqueeze(-2), Xs, Xs.transpose(-1, -2))
+    valid = mask > 0 if padded else None
+    maps = FeatureMaps(w, log_s, is_cat, vocabulary(is_cat, X) if vocab is None else vocab)
+    E = log_kernel(maps.phi(X, valid), maps.psi(X, valid))
     E = torch.minimum(E, log_s[:, None, None], out=E)  # r^2 >= 0
-    cat_cols = torch.nonzero(is_cat).flatten().tolist()
-    neq = [(X[:, :, j].unsqueeze(-1) != X[:, :, j].unsqueeze(-2)).to(X.dtype) for j in cat_cols]
-    for j, ind in zip(cat_cols, neq, strict=True):
-        E.sub_(ind * (0.5 * w[:, j, None, None]))
-    E.diagonal(dim1=-2, dim2=-1).copy_(log_s.unsqueeze(-1).expand(-1, E.shape[-1]))
-    Kf = E.exp_()
-    if padded:
-        Kf.mul_(mask.unsqueeze(-1)).mul_(mask.unsqueeze(-2))
+    diag = log_s.unsqueeze(-1).expand(-1, E.shape[-1])
+    E.diagonal(dim1=-2, dim2=-1).copy_(
+        diag if valid is None else diag.masked_fill(~valid, -math.inf)
+    )
+    Kf = E.exp_()  # exactly 0 in padded rows and columns
     K = Kf.clone()
     K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1) * mask + (1.0 - mask))
     L = _batched_cholesky(K, mask, warn=False)
@@ -309,9 +306,11 @@ def neg_log_posterior_and_grad(
     g_noise = 0.5 * noise * (torch.diagonal(W2, dim1=-2, dim2=-1) * mask).sum(-1)
     P2 = W2.mul_(Kf)  # 2 P
     row = P2.sum(-1)  # R x N
+    Xc = X - 0.5  # P is 0 in padded rows and columns
     D = (Xc * Xc * row.unsqueeze(-1)).sum(-2) - (Xc * (P2 @ Xc)).sum(-2)  # R x d
-    for j, ind in zip(cat_cols, neq, strict=True):
-        D[:, j] = 0.5 * (P2 * ind).sum((-1, -2))
+    for j in maps.cat_cols:
+        differ = X[:, :, j].unsqueeze(-1) != X[:, :, j].unsqueeze(-2)
+        D[:, j] = 0.5 * (P2 * differ).sum((-1, -2))
     grad = torch.cat([w * D, 0.5 * row.sum(-1, keepdim=True), g_noise.unsqueeze(-1)], dim=-1)
     grad = grad - _prior_grad(log_ell, log_s, log_noise)
     return -(mll + log_prior(log_ell, log_s, log_noise)), grad
@@ -353,18 +352,19 @@ def _unpack_tasks(
 
 
 def _standardize(ys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task mean and standard deviation (``ddof=0``; a constant ``y`` gets std 1)."""
+    """Per-task mean and standard deviation (``ddof=0``, as the single-task engine; a constant
+    ``y`` gets std 1)."""
     mean = np.array([y.mean() for y in ys])
     std = np.array([y.std() for y in ys])
     return mean, np.where(std > 0, std, 1.0)
 
 
 def _pad(
-    Xs: list[np.ndarray], zs: list[np.ndarray], size: int | None = None
+    Xs: list[np.ndarray], zs: list[np.ndarray]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Padded ``X`` (``M x N x d``, padding at the cube centre), ``y``, ``mask`` and ``n``."""
     n = np.array([len(z) for z in zs])
-    size = int(n.max()) if size is None else size
+    size = int(n.max())
     X = np.full((len(Xs), size, Xs[0].shape[1]), 0.5)
     y = np.zeros((len(Xs), size))
     mask = np.zeros((len(Xs), size))
@@ -445,13 +445,14 @@ def fit_meta_gps(
     is_cat_t = torch.from_numpy(is_cat)
 
     n_all = np.array([len(z) for z in zs])
-    buckets = members_of = _size_buckets(n_all)
+    buckets = _size_buckets(n_all)
     bucket_of = np.empty(M, dtype=int)
     pos_in_bucket = np.empty(M, dtype=int)
-    padded = []
+    padded, vocabs = [], []
     for b, members in enumerate(buckets):
         bucket_of[members], pos_in_bucket[members] = b, np.arange(len(members))
         padded.append(_pad([Xs[m] for m in members], [zs[m] for m in members]))
+        vocabs.append(vocabulary(is_cat_t, padded[-1][0]))
 
     def fun(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         task = idx // S
@@ -471,7 +472,8 @@ def fit_meta_gps(
                     maskb,
                     nb,
                     is_cat_t,
-                    padded=bool((n_all[members_of[b][loc]] < size).any()),
+                    padded=bool((n_all[buckets[b][loc]] < size).any()),
+                    vocab=vocabs[b],
                 )
                 values[rows] = (objective / nb).numpy()
                 grads[rows] = (grad / nb.unsqueeze(-1)).numpy()
@@ -530,10 +532,10 @@ class MetaGPs:
         self.n_train = mask.sum(-1).numpy().astype(int)
         self._is_cat_t = torch.from_numpy(self.is_cat)
         self._w = torch.from_numpy(params.inv_sq_lengthscales)
-        self._w_num = self._w * (~self._is_cat_t).to(DTYPE)
+        self._w_num = self._w * (~self._is_cat_t).to(DTYPE)  # gradients: 0 on categorical columns
         self._s = torch.from_numpy(params.outputscale)
-        self._Xs, self._Xs_norm = scale_inputs(X, torch.sqrt(self._w_num))
-        self._cat_cols = np.flatnonzero(self.is_cat).tolist()
+        self._log_s = torch.log(self._s)
+        self._maps, self._psi_train = self._features(X[mask > 0])
 
     # --- construction --------------------------------------------------------------------------
     @classmethod
@@ -647,16 +649,14 @@ class MetaGPs:
         )
 
     # --- prediction ----------------------------------------------------------------------------
-    def _k_train(self, X: torch.Tensor) -> torch.Tensor:
-        """``k_m(X, X_m)``: ``M x m x N``, zero in the padded columns."""
-        Xs, X_norm = scale_inputs(X, torch.sqrt(self._w_num))
-        cat = [(X[:, j], self._X[:, :, j], self._w[:, j]) for j in self._cat_cols]
-        r2 = scaled_sq_dist(Xs, X_norm, self._Xs, self._Xs_norm, cat)
-        return torch.exp(-0.5 * r2) * (self._s[:, None, None] * self._mask.unsqueeze(-2))
+    def _features(self, *extra: torch.Tensor) -> tuple[FeatureMaps, torch.Tensor]:
+        """Feature maps whose vocabulary covers the training data and ``extra``; train features."""
+        maps = FeatureMaps(self._w, self._log_s, self._is_cat_t, vocabulary(self._is_cat_t, *extra))
+        return maps, maps.psi(self._X, self._mask > 0)
 
-    def _k_pair(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
-        """``k_m(X, Z)``: ``M x m x p``."""
-        return se_kernel(X, Z, self._is_cat_t, self._w, self._s)
+    def _k_train(self, phi: torch.Tensor, psi_train: torch.Tensor | None = None) -> torch.Tensor:
+        """``k_m(X, X_m)`` from the features of ``X``: ``M x m x N``, 0 in the padded columns."""
+        return log_kernel(phi, self._psi_train if psi_train is None else psi_train).exp_()
 
     def _chunks(self, m: int, per_row: int) -> list[slice]:
         step = max(1, _CHUNK_ELEMENTS // max(1, self.n_tasks * per_row))
@@ -675,7 +675,8 @@ class MetaGPs:
         out = torch.empty(self.n_tasks, len(Xt), dtype=DTYPE)
         with torch.no_grad():
             for c in self._chunks(len(Xt), self._mask.shape[1]):
-                out[:, c] = torch.einsum("mci,mi->mc", self._k_train(Xt[c]), self._alpha)
+                k = self._k_train(self._maps.phi(Xt[c]))
+                out[:, c] = (k @ self._alpha.unsqueeze(-1)).squeeze(-1)
         return self.y_mean[:, None] + self.y_std[:, None] * out.numpy()
 
     def var(self, X: np.ndarray) -> np.ndarray:
@@ -684,7 +685,7 @@ class MetaGPs:
         out = torch.empty(self.n_tasks, len(Xt), dtype=DTYPE)
         with torch.no_grad():
             for c in self._chunks(len(Xt), self._mask.shape[1]):
-                V = self._L_inv @ self._k_train(Xt[c]).transpose(-1, -2)
+                V = self._L_inv @ self._k_train(self._maps.phi(Xt[c])).transpose(-1, -2)
                 out[:, c] = (self._s[:, None] - (V * V).sum(-2)).clamp_min(0.0)
         return (self.y_std**2)[:, None] * out.numpy()
 
@@ -695,9 +696,11 @@ class MetaGPs:
         """
         Xt, Zt = self._as_tensor(X), self._as_tensor(Z)
         with torch.no_grad():
-            VX = self._L_inv @ self._k_train(Xt).transpose(-1, -2)
-            VZ = self._L_inv @ self._k_train(Zt).transpose(-1, -2)
-            cov = self._k_pair(Xt, Zt) - VX.transpose(-1, -2) @ VZ
+            maps, psi_train = self._features(self._X[self._mask > 0], Xt, Zt)
+            phi_X, phi_Z = maps.phi(Xt), maps.phi(Zt)
+            VX = self._L_inv @ self._k_train(phi_X, psi_train).transpose(-1, -2)
+            VZ = self._L_inv @ self._k_train(phi_Z, psi_train).transpose(-1, -2)
+            cov = log_kernel(phi_X, maps.psi(Zt)).exp_() - VX.transpose(-1, -2) @ VZ
         return (self.y_std**2)[:, None, None] * cov.numpy()
 
     def weighted(self, a: np.ndarray, b: np.ndarray, Z: np.ndarray) -> WeightedMeta:
@@ -737,24 +740,50 @@ class WeightedMeta:
         b = np.asarray(b, dtype=np.float64).reshape(-1)
         if a.shape != (gps.n_tasks,) or b.shape != (gps.n_tasks,):
             raise ValueError(f"a and b need {gps.n_tasks} entries; got {a.shape}, {b.shape}.")
-        active = np.flatnonzero((a != 0) | (b != 0))
+        if not (np.isfinite(a).all() and np.isfinite(b).all() and (b >= 0).all()):
+            raise ValueError("The weights a must be finite and the weights b finite and >= 0.")
         self.d = len(gps.is_cat)
-        self.active = active
-        self._g = g = gps.select(active)
-        self._Z = torch.from_numpy(np.asarray(Z, dtype=np.float64).reshape(-1, self.d))
-        a, b = a[active], b[active]
+        self.active = np.flatnonzero((a != 0) | (b != 0))
+        self._g = g = gps.select(self.active)
+        self.Z = np.asarray(Z, dtype=np.float64).reshape(-1, self.d)
+        Zt = torch.from_numpy(self.Z)
+        a, b = a[self.active], b[self.active]
         self._const = float(a @ g.y_mean)
-        self._a_alpha = torch.from_numpy(a * g.y_std)[:, None] * g._alpha  # Ma x N
-        self._bs = torch.from_numpy(b * g.y_std**2)  # Ma
+        self._a_alpha = torch.from_numpy(a * g.y_std)[:, None] * g._alpha  # Ma x N, raw units
+        bs = b * g.y_std**2  # b_m for standardized-unit posteriors
+        self._bs = torch.from_numpy(bs)
         self._bs_w = self._bs[:, None] * g._w_num  # Ma x d
-        N, p = g._mask.shape[1], len(self._Z)
-        with torch.no_grad():
-            if p and len(active):
-                V = g._L_inv @ g._k_train(self._Z).transpose(-1, -2)  # Ma x N x p
-                B = g._L_inv.transpose(-1, -2) @ V  # K^{-1} k(X_m, Z)
-                self._bB = (self._bs[:, None, None] * B).reshape(len(active) * N, p)
-            else:
-                self._bB = torch.zeros(len(active) * N, p, dtype=DTYPE)
+        self._Z = Zt
+        with torch.no_grad(), limit_threads():
+            self._maps, self._psi_train = g._features(g._X[g._mask > 0], Zt)
+            # psi of Z with log b_m folded into h: exp(phi(x) . psi_b(z)) = b_m k_m(x, z)
+            psi_Z = self._maps.psi(Zt)
+            with np.errstate(divide="ignore"):
+                log_bs = torch.from_numpy(np.log(bs))
+            psi_Z[..., self.d + 1] += log_bs.unsqueeze(-1)
+            self._psi_Z_b = psi_Z
+            V = g._L_inv @ g._k_train(self._maps.phi(Zt), self._psi_train).transpose(-1, -2)
+            self._bB = self._bs[:, None, None] * (g._L_inv.transpose(-1, -2) @ V)  # b K^-1 k(X, Z)
+            # [L^-1; a s^y alpha^T; (b B)^T]: one matmul with k(X_m, x) gives V = L^-1 k(X_m, x),
+            # the mean terms and the cross terms
+            self._stacked = torch.cat(
+                [g._L_inv, self._a_alpha.unsqueeze(-2), self._bB.transpose(-1, -2)], dim=-2
+            )
+        self._stacked_grad: torch.Tensor | None = None  # built on the first call with grad
+
+    def _grad_stack(self) -> torch.Tensor:
+        """``[L^-1; a s^y alpha^T; (b B)^T; K^-1; (X_:j * b B)^T for each j]`` (``Ma x R x N``).
+
+        ``R = 2 N + 1 + p (d + 1)``: one matmul with ``k(X_m, x)`` gives everything a gradient
+        call needs.
+        """
+        if self._stacked_grad is None:
+            L_inv = self._g._L_inv
+            K_inv = L_inv.transpose(-1, -2) @ L_inv
+            XbB = self._g._X.unsqueeze(-1) * self._bB.unsqueeze(-2)  # Ma x N x d x p
+            XbB = XbB.reshape(self._g.n_tasks, XbB.shape[1], -1).transpose(-1, -2)
+            self._stacked_grad = torch.cat([self._stacked, K_inv, XbB], dim=-2)
+        return self._stacked_grad
 
     @property
     def n_active(self) -> int:
@@ -763,6 +792,8 @@ class WeightedMeta:
 
     def __call__(self, X: np.ndarray, grad: bool = False) -> tuple[np.ndarray, ...]:
         r"""Weighted mean, variance and cross-covariance at ``X`` (``m x d``).
+
+        Works on row chunks so that no temporary exceeds ~``M x chunk x max(N, p)`` entries.
 
         Args:
             X: ``m x d`` points.
@@ -774,67 +805,59 @@ class WeightedMeta:
         """
         Xt = torch.from_numpy(np.asarray(X, dtype=np.float64).reshape(-1, self.d))
         m, p, d = len(Xt), len(self._Z), self.d
-        mean = torch.full((m,), self._const, dtype=DTYPE)
-        var = torch.zeros(m, dtype=DTYPE)
-        cross = torch.zeros(m, p, dtype=DTYPE)
+        out = [
+            torch.full((m,), self._const, dtype=DTYPE),
+            torch.zeros(m, dtype=DTYPE),
+            torch.zeros(m, p, dtype=DTYPE),
+        ]
         if grad:
-            dmean, dvar = torch.zeros(m, d, dtype=DTYPE), torch.zeros(m, d, dtype=DTYPE)
-            dcross = torch.zeros(m, p, d, dtype=DTYPE)
+            out += [
+                torch.zeros(m, d, dtype=DTYPE),
+                torch.zeros(m, d, dtype=DTYPE),
+                torch.zeros(m, p, d, dtype=DTYPE),
+            ]
         if self.n_active:
-            g = self._g
-            N = g._mask.shape[1]
-            per_row = N * d if grad else max(N, p)
             with torch.no_grad():
-                for c in g._chunks(m, per_row):
-                    out = self._chunk(Xt[c], grad)
-                    mean[c] += out[0]
-                    var[c], cross[c] = out[1], out[2]
-                    if grad:
-                        dmean[c], dvar[c], dcross[c] = out[3], out[4], out[5]
-        result = (mean.numpy(), var.numpy(), cross.numpy())
-        if grad:
-            result += (dmean.numpy(), dvar.numpy(), dcross.numpy())
-        return result
+                # temporaries per row: M x (N, p) kernels; with grad also M x d p (d cross)
+                per_row = max(self._g._mask.shape[1], p * (d if grad else 1))
+                for c in self._g._chunks(m, per_row):
+                    for total, part in zip(out, self._chunk(Xt[c], grad), strict=True):
+                        total[c] += part
+        return tuple(t.numpy() for t in out)
 
     def _chunk(self, X: torch.Tensor, grad: bool) -> tuple[torch.Tensor, ...]:
         g = self._g
-        Ma, N = g.n_tasks, g._mask.shape[1]
-        c, p = len(X), len(self._Z)
-        k = g._k_train(X)  # Ma x c x N
-        mean = torch.einsum("mci,mi->c", k, self._a_alpha)
-        V = g._L_inv @ k.transpose(-1, -2)  # Ma x N x c
-        var_m = g._s[:, None] - (V * V).sum(-2)  # Ma x c
-        clamped = var_m < 0
+        N, p = g._mask.shape[1], len(self._Z)
+        phi = self._maps.phi(X)
+        k = g._k_train(phi, self._psi_train)  # Ma x c x N
+        VAB = (self._grad_stack() if grad else self._stacked) @ k.transpose(-1, -2)
+        mean = VAB[:, N].sum(0)
+        V = VAB[:, :N]  # L^-1 k(X_m, x)
+        var_m = g._s.unsqueeze(-1) - V.square().sum(-2)  # Ma x c, standardized units
         var = self._bs @ var_m.clamp_min(0.0)
-        k_flat = k.transpose(0, 1).reshape(c, Ma * N)
+        kB = VAB[:, N + 1 : N + 1 + p].transpose(-1, -2)  # sum_i k_i b_m B_m,iz: Ma x c x p
         if p:
-            k_xz = g._k_pair(X, self._Z)  # Ma x c x p
-            cross = torch.einsum("mcp,m->cp", k_xz, self._bs) - k_flat @ self._bB
+            bk_xz = log_kernel(phi, self._psi_Z_b).exp_()  # b_m k_m(x, z): Ma x c x p
+            cross = bk_xz.sum(0) - kB.sum(0)
         else:
-            cross = torch.zeros(c, 0, dtype=DTYPE)
+            cross = torch.zeros(len(X), 0, dtype=DTYPE)
         if not grad:
             return mean, var, cross
-        Xtr = g._X  # Ma x N x d (raw coordinates; padded columns of k are 0)
-        G = k * self._a_alpha.unsqueeze(-2)  # a_m s^y_m alpha_mi k_i: Ma x c x N
-        dmean = -(
-            X * torch.einsum("mc,mj->cj", G.sum(-1), g._w_num)
-            - torch.einsum("mcj,mj->cj", G @ Xtr, g._w_num)
-        )
-        beta = g._L_inv.transpose(-1, -2) @ V  # Ma x N x c
-        H = beta.transpose(-1, -2) * k * (~clamped).to(DTYPE).unsqueeze(-1)  # Ma x c x N
+        # Every gradient is sum_m w_mj sum_i u_mi (x_j - X_mij) for some weights u.
+        X_train, w = g._X, g._w_num
+        G = k * self._a_alpha.unsqueeze(-2)  # a_m alpha_mi k_i
+        dmean = torch.einsum("mcj,mj->cj", G @ X_train, w) - X * (G.sum(-1).T @ w)
+        beta = VAB[:, N + 1 + p : 2 * N + 1 + p]  # K^-1 k(X_m, x): Ma x N x c
+        H = beta.transpose(-1, -2) * k * (var_m >= 0).to(DTYPE).unsqueeze(-1)  # 0 if clamped
         dvar = 2.0 * (
-            X * torch.einsum("mc,mj->cj", H.sum(-1), self._bs_w)
-            - torch.einsum("mcj,mj->cj", H @ Xtr, self._bs_w)
+            X * (H.sum(-1).T @ self._bs_w) - torch.einsum("mcj,mj->cj", H @ X_train, self._bs_w)
         )
         if p:
-            term1 = -(X[:, None, :] - self._Z[None, :, :]) * torch.einsum(
-                "mcp,mj->cpj", k_xz, self._bs_w
-            )
-            C = k.unsqueeze(-1) * g._w_num[:, None, None, :] * (X[None, :, None, :] - Xtr[:, None])
-            term2 = (C.permute(1, 3, 0, 2).reshape(c * self.d, Ma * N) @ self._bB).reshape(
-                c, self.d, p
-            )
-            dcross = term1 + term2.transpose(1, 2)
+            # d cross / dx_j = sum_m w_mj [z_j b k_xz - x_j b Sigma_m(x, z) - sum_i k_i X_mij bB_iz]
+            kXbB = VAB[:, 2 * N + 1 + p :].reshape(g.n_tasks, self.d, p, len(X))
+            dcross = torch.einsum("mcp,mj->cpj", bk_xz, w) * self._Z.unsqueeze(0)
+            dcross -= X.unsqueeze(1) * torch.einsum("mcp,mj->cpj", bk_xz - kB, w)
+            dcross -= torch.einsum("mjpc,mj->cpj", kXbB, w)
         else:
-            dcross = torch.zeros(c, 0, self.d, dtype=DTYPE)
+            dcross = torch.zeros(len(X), 0, self.d, dtype=DTYPE)
         return mean, var, cross, dmean, dvar, dcross

@@ -8,11 +8,15 @@ with its own hyperparameters, which is how the meta-GPs of ScaML-GP (Tighineanu 
     r^2(x, x') = sum_{j numeric} w_j (x_j - x'_j)^2 + sum_{j categorical} w_j 1[x_j != x'_j]
     k(x, x')   = s * exp(-r^2 / 2)                    (Rasmussen & Williams 2006, Eq. 4.9)
 
-The numeric part is computed as ``|a|^2 + |b|^2 - 2 a.b`` on the scaled, centred inputs
-``(x - 1/2) sqrt(w)`` (one batched matmul, no ``M x m x n x d`` temporary), clamped at 0. This is
-GPyTorch's scheme for ``RBFKernel``; centring at the middle of the unit cube limits cancellation.
-With ``w = 1 / ell^2`` this is exactly GPyTorch's ``ScaleKernel(RBFKernel(ard_num_dims=d))``.
-The functions are plain torch code, so they serve both the autograd MAP fit and prediction.
+With ``w = 1 / ell^2`` this is GPyTorch's ``ScaleKernel(RBFKernel(ard_num_dims=d))``.
+
+The numeric part is expanded as ``|a|^2 + |b|^2 - 2 a.b`` on the scaled, centred inputs
+``a = (x - 1/2) sqrt(w)`` (GPyTorch's scheme; centring limits cancellation), so a kernel matrix is
+one batched matmul and no ``M x m x n x d`` temporary is formed. The fast path
+(:class:`FeatureMaps`, :func:`log_kernel`) folds the norms, the output scale and the Hamming
+term into that same matmul, so the *log* kernel matrix is a single ``bmm`` followed by one
+in-place ``exp``: prediction is bound by memory traffic, and this touches each ``M x m x n``
+entry twice. :func:`se_kernel` is the plain, autograd-safe version.
 """
 
 from __future__ import annotations
@@ -23,18 +27,85 @@ DTYPE = torch.float64
 CENTER = 0.5  # subtracted from numeric inputs before the |a|^2 + |b|^2 - 2ab expansion
 
 
-def scale_inputs(X: torch.Tensor, sqrt_w_num: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Scaled, centred numeric inputs ``(X - 1/2) sqrt(w)`` and their squared norms.
+def vocabulary(is_cat: torch.Tensor, *Xs: torch.Tensor) -> list[torch.Tensor]:
+    """Sorted distinct values of each categorical column over all the given point sets."""
+    cols = torch.nonzero(is_cat).flatten().tolist()
+    return [torch.unique(torch.cat([X[..., j].reshape(-1) for X in Xs])) for j in cols]
 
-    Args:
-        X: ``M x n x d`` (or ``n x d``, broadcast against the ``M`` tasks).
-        sqrt_w_num: ``M x d`` square roots of ``w``, zero on categorical columns.
 
-    Returns:
-        ``(Xs M x n x d, |Xs|^2 M x n)``.
+class FeatureMaps:
+    r"""Feature maps with ``log k_m(a, b) = phi_m(a) . psi_m(b)``: a kernel matrix is one ``bmm``.
+
+        With ``a~ = (a - 1/2) sqrt(w)`` on the numeric columns and
+        ``h(a) = (log s - |a~|^2 - sum_{j cat} w_j / 2) / 2``,
+
+            phi(a) = [a~, h(a), 1, onehot(a)],     psi(b) = [b~, 1, h(b), onehot(b) * w / 2]
+
+        so ``phi(a) . psi(b) = log s - |a~ - b~|^2 / 2 - sum_{j cat} w_j 1[a_j != b_j] / 2``, using
+        ``1[a_j != b_j] = 1 - sum_v 1[a_j = v] 1[b_j = v]`` over a vocabulary of the values of column
+        ``j``. A value outside the vocabulary has an all-zero one-hot code and so counts as different
+        from everything: the vocabulary must contain every value of the ``psi`` side. A padded row gets
+        ``h = -inf`` (on either side), hence ``k = 0`` exactly: ``h`` only ever meets the constant 1 of
+    the other side, so no ``0 * inf`` or ``inf - inf`` arises.
+
+        Args:
+            inv_sq_lengthscales: ``M x d`` weights ``w``.
+            log_s: ``M`` log output scales.
+            is_cat: ``d`` boolean mask of categorical columns.
+            vocab: One sorted value tensor per categorical column (:func:`vocabulary`).
     """
-    Xs = (X - CENTER) * sqrt_w_num.unsqueeze(-2)
-    return Xs, (Xs * Xs).sum(-1)
+
+    def __init__(
+        self,
+        inv_sq_lengthscales: torch.Tensor,
+        log_s: torch.Tensor,
+        is_cat: torch.Tensor,
+        vocab: list[torch.Tensor],
+    ) -> None:
+        w = inv_sq_lengthscales
+        self.cat_cols = torch.nonzero(is_cat).flatten().tolist()
+        self.sqrt_w_num = torch.sqrt(w) * (~is_cat).to(w.dtype)
+        self.log_s = log_s
+        self.vocab = vocab
+        w_cat = w[:, self.cat_cols]  # M x c
+        self._h0 = 0.5 * log_s - 0.25 * w_cat.sum(-1)  # M
+        sizes = [len(v) for v in vocab]
+        self._code_w = torch.repeat_interleave(
+            0.5 * w_cat, torch.tensor(sizes, dtype=torch.long), dim=-1
+        )
+
+    def _parts(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        scaled = (X - CENTER) * self.sqrt_w_num.unsqueeze(-2)  # M x n x d
+        h = self._h0.unsqueeze(-1) - 0.5 * (scaled * scaled).sum(-1)  # M x n
+        codes = [
+            (X[..., j, None] == v).to(X.dtype)
+            for j, v in zip(self.cat_cols, self.vocab, strict=True)
+        ]
+        onehot = torch.cat(codes, dim=-1) if codes else X[..., :0]
+        return scaled, h, onehot.expand(*scaled.shape[:-1], onehot.shape[-1])
+
+    def phi(self, X: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """``M x n x k`` left features of ``X`` (``M x n x d`` or ``n x d``); see :meth:`psi`."""
+        scaled, h, onehot = self._parts(X)
+        if valid is not None:
+            h = h.masked_fill(~valid, float("-inf"))
+        return torch.cat([scaled, h.unsqueeze(-1), torch.ones_like(h).unsqueeze(-1), onehot], -1)
+
+    def psi(self, X: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """``M x n x k`` right features; rows with ``valid == False`` give ``k = 0``."""
+        scaled, h, onehot = self._parts(X)
+        if valid is not None:
+            h = h.masked_fill(~valid, float("-inf"))
+        code = onehot * self._code_w.unsqueeze(-2)
+        return torch.cat([scaled, torch.ones_like(h).unsqueeze(-1), h.unsqueeze(-1), code], -1)
+
+
+def log_kernel(phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
+    r"""``log k_m(A_m, B_m) = log s_m - r^2 / 2`` (fresh ``M x m x n`` tensor) from features.
+
+    Rounding can leave ``r^2`` a few ulps below 0; callers that need ``k <= s`` exactly clamp.
+    """
+    return torch.bmm(phi, psi.transpose(-1, -2))
 
 
 def scaled_sq_dist(
@@ -44,7 +115,7 @@ def scaled_sq_dist(
     B_norm: torch.Tensor,
     cat_terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = (),
 ) -> torch.Tensor:
-    r"""``r^2`` between two batches of scaled inputs (see :func:`scale_inputs`).
+    r"""``r^2`` between two batches of scaled inputs (autograd-safe).
 
     Args:
         As: ``M x m x d`` scaled inputs; ``A_norm``: ``M x m`` their squared norms.
@@ -57,7 +128,7 @@ def scaled_sq_dist(
     """
     r2 = torch.baddbmm(
         A_norm.unsqueeze(-1) + B_norm.unsqueeze(-2), As, Bs.transpose(-1, -2), alpha=-2.0
-    ).clamp_min_(0.0)
+    ).clamp_min(0.0)
     for a, b, w in cat_terms:
         r2 = r2 + w[:, None, None] * (a.unsqueeze(-1) != b.unsqueeze(-2)).to(r2.dtype)
     return r2
@@ -94,14 +165,13 @@ def se_kernel(
     """
     M = inv_sq_lengthscales.shape[0]
     sqrt_w = torch.sqrt(inv_sq_lengthscales) * (~is_cat).to(inv_sq_lengthscales.dtype)
-    As, A_norm = scale_inputs(A, sqrt_w)
-    Bs, B_norm = scale_inputs(B, sqrt_w)
-    As, Bs = As.expand(M, *As.shape[-2:]), Bs.expand(M, *Bs.shape[-2:])
+    As = ((A - CENTER) * sqrt_w.unsqueeze(-2)).expand(M, *A.shape[-2:])
+    Bs = ((B - CENTER) * sqrt_w.unsqueeze(-2)).expand(M, *B.shape[-2:])
     cat = [
         (A[..., j], B[..., j], inv_sq_lengthscales[:, j])
         for j in torch.nonzero(is_cat).flatten().tolist()
     ]
-    r2 = scaled_sq_dist(As, A_norm.expand(As.shape[:-1]), Bs, B_norm.expand(Bs.shape[:-1]), cat)
+    r2 = scaled_sq_dist(As, (As * As).sum(-1), Bs, (Bs * Bs).sum(-1), cat)
     if symmetric:
         r2 = r2 * (1.0 - torch.eye(r2.shape[-1], dtype=r2.dtype))
     return outputscale[:, None, None] * torch.exp(-0.5 * r2)
