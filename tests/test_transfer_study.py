@@ -164,3 +164,27 @@ def test_studies_show_prints_weights_and_saves_the_plot(storage, tmp_path):
     assert result.exit_code == 0, result.output
     assert "related" in result.output and "weight" in result.output
     assert png.stat().st_size > 1000
+
+
+def test_a_single_constant_source_is_handled():
+    X = np.random.default_rng(0).random((10, 2))
+    flat = hs.MetaTask("flat", X, np.full(10, 3.0), "minimize")
+    study = hs.create_study(
+        "target", SPACE, storage=None, method="scaml", transfer_from=[flat], seed=0
+    )
+    study.optimize(bowl, n_trials=4, show_progress=False)
+    assert len([t for t in study.trials if t.state == "complete"]) == 4
+    assert np.isfinite(study.transfer_report().weights["flat"])
+
+
+def test_empty_and_bad_sources_raise_specific_errors():
+    import pandas as pd
+
+    empty = pd.DataFrame({"x": [], "y": [], "value": [], "task": []})
+    with pytest.raises(hs.EmptySourceError):
+        hs.create_study("t", SPACE, storage=None, method="scaml", transfer_from=[empty])
+    bad = pd.DataFrame(
+        {"x": [0.1, 0.2], "y": [0.3, 0.4], "value": [1.0, float("nan")], "task": "t"}
+    )
+    with pytest.raises(hs.MetaDataValueError, match=r"t.*row 1|row 1.*t"):
+        hs.create_study("t", SPACE, storage=None, method="scaml", transfer_from=[bad])

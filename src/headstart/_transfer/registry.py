@@ -59,7 +59,8 @@ def make_surrogate(
     if method == "rgpe":
         from headstart._transfer.rgpe import RGPE
 
-        return RGPE(meta_tasks, is_cat, seed=seed, deterministic=deterministic)
+        meta = cached_meta_gps(meta_tasks, is_cat, cache)  # RGPE's base models are the same GPs
+        return RGPE(meta_tasks, is_cat, seed=seed, deterministic=deterministic, meta=meta)
     if method == "stackgp":
         from headstart._transfer.stackgp import StackGP
 
