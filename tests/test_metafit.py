@@ -321,6 +321,18 @@ def test_weighted_sums_and_gradients(p):
         np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(dcross[..., j], (cp - cm) / (2 * h), rtol=1e-5, atol=1e-6)
     assert (dmean[:, 1] == 0).all() and (dvar[:, 1] == 0).all() and (dcross[..., 1] == 0).all()
+    # contracted cross gradient: sum_z v[x, q, z] dcross[x, z, :] with v built from each chunk
+    u = rng.standard_normal(p)
+
+    def weights(Xc, cross_c):
+        return np.stack([np.broadcast_to(u, cross_c.shape), cross_c + Xc[:, :1]], axis=1)
+
+    *same, dcross_v = wm(X, grad=True, contract=weights)
+    for got, expected in zip(same, (mean, var, cross, dmean, dvar), strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-12)
+    v = weights(X, cross)
+    np.testing.assert_allclose(dcross_v, np.einsum("xzj,xqz->xqj", dcross, v), atol=1e-10)
+    assert dcross_v.shape == (7, 2, 3)
 
 
 def test_weighted_chunking_and_empty_weights(monkeypatch):
@@ -333,7 +345,11 @@ def test_weighted_chunking_and_empty_weights(monkeypatch):
     monkeypatch.setattr(metafit, "_CHUNK_ELEMENTS", 1)  # one row per chunk
     for got, expected in zip(gps.weighted(a, b, Z)(X, grad=True), full, strict=True):
         np.testing.assert_allclose(got, expected, atol=1e-12)
-    mean, var, cross = gps.weighted(np.zeros(4), np.zeros(4), Z)(X)
-    assert (mean == 0).all() and (var == 0).all() and (cross == 0).all()
+    dcross_v = gps.weighted(a, b, Z)(X, grad=True, contract=lambda Xc, cr: cr[:, None, :])[5]
+    np.testing.assert_allclose(dcross_v[:, 0], np.einsum("xzj,xz->xj", full[5], full[2]))
+    mean, var, cross, dmean, dvar, dcross = gps.weighted(np.zeros(4), np.zeros(4), Z)(X, grad=True)
+    for value in (mean, var, cross, dmean, dvar, dcross):
+        assert (value == 0).all()
+    assert dcross.shape == (9, 3, 3)
     with pytest.raises(ValueError):
         gps.weighted(a, -b, Z)

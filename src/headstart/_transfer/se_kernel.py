@@ -36,23 +36,23 @@ def vocabulary(is_cat: torch.Tensor, *Xs: torch.Tensor) -> list[torch.Tensor]:
 class FeatureMaps:
     r"""Feature maps with ``log k_m(a, b) = phi_m(a) . psi_m(b)``: a kernel matrix is one ``bmm``.
 
-        With ``a~ = (a - 1/2) sqrt(w)`` on the numeric columns and
-        ``h(a) = (log s - |a~|^2 - sum_{j cat} w_j / 2) / 2``,
+    With ``a~ = (a - 1/2) sqrt(w)`` on the numeric columns and
+    ``h(a) = (log s - |a~|^2 - sum_{j cat} w_j / 2) / 2``,
 
-            phi(a) = [a~, h(a), 1, onehot(a)],     psi(b) = [b~, 1, h(b), onehot(b) * w / 2]
+        phi(a) = [a~, h(a), 1, onehot(a)],     psi(b) = [b~, 1, h(b), onehot(b) * w / 2]
 
-        so ``phi(a) . psi(b) = log s - |a~ - b~|^2 / 2 - sum_{j cat} w_j 1[a_j != b_j] / 2``, using
-        ``1[a_j != b_j] = 1 - sum_v 1[a_j = v] 1[b_j = v]`` over a vocabulary of the values of column
-        ``j``. A value outside the vocabulary has an all-zero one-hot code and so counts as different
-        from everything: the vocabulary must contain every value of the ``psi`` side. A padded row gets
-        ``h = -inf`` (on either side), hence ``k = 0`` exactly: ``h`` only ever meets the constant 1 of
-    the other side, so no ``0 * inf`` or ``inf - inf`` arises.
+    so ``phi(a) . psi(b) = log s - |a~ - b~|^2 / 2 - sum_{j cat} w_j 1[a_j != b_j] / 2``, using
+    ``1[a_j != b_j] = 1 - sum_v 1[a_j = v] 1[b_j = v]`` over a vocabulary of the values of
+    column ``j``. A value outside the vocabulary has an all-zero one-hot code and so counts as
+    different from everything: the vocabulary must contain every value of the ``psi`` side. A
+    padded row gets ``h = -inf`` (on either side), hence ``k = 0`` exactly: ``h`` only ever meets
+    the constant 1 of the other side, so no ``0 * inf`` or ``inf - inf`` arises.
 
-        Args:
-            inv_sq_lengthscales: ``M x d`` weights ``w``.
-            log_s: ``M`` log output scales.
-            is_cat: ``d`` boolean mask of categorical columns.
-            vocab: One sorted value tensor per categorical column (:func:`vocabulary`).
+    Args:
+        inv_sq_lengthscales: ``M x d`` weights ``w``.
+        log_s: ``M`` log output scales.
+        is_cat: ``d`` boolean mask of categorical columns.
+        vocab: One sorted value tensor per categorical column (:func:`vocabulary`).
     """
 
     def __init__(
