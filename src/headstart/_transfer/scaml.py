@@ -221,6 +221,12 @@ class ScaMLPosterior:
         mean, var, _ = self._meta(X)
         return (mean - self.ybar) / self.scale, var / self.scale**2 + self.outputscale
 
+    def _solve(self, X: np.ndarray, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``k(X, X_t)`` (``m x n``) and ``beta = A^{-1} k(X_t, X)`` (``m x n``)."""
+        kx = cross / self.scale**2 + self._test_kernel(X)
+        beta = scipy.linalg.cho_solve((self.L, True), kx.T, check_finite=False).T
+        return kx, beta
+
     # -- posterior interface --------------------------------------------------------------------
     def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""Marginal posterior mean and variance (Eq. 7): ``m`` each."""
@@ -248,27 +254,28 @@ class ScaMLPosterior:
         :meth:`~headstart._transfer.metafit.MetaGPs.weighted`.
         """
         X = np.asarray(X, dtype=np.float64)
-        mean, var, cross, dmean, dvar, dcross = self._meta(X, grad=True)
         s2 = self.scale**2
-        mu = (mean - self.ybar) / self.scale
-        dmu = dmean / self.scale
-        v = var / s2 + self.outputscale
-        dv = dvar / s2
-        if len(self.z_t):
-            kt = self._test_kernel(X)  # m x n
-            kx = cross / s2 + kt
+        if not len(self.z_t):
+            mean, var, _, dmean, dvar, _ = self._meta(X, grad=True)
+            mu, dmu = (mean - self.ybar) / self.scale, dmean / self.scale
+            v, dv = var / s2 + self.outputscale, dvar / s2
+        else:
+            # The meta cross-covariance gradient is only needed contracted with alpha and beta
+            # (d x n_t numbers per point instead of d x n_t x n_t): let the meta GPs contract it.
+            def weights(X_chunk: np.ndarray, cross_chunk: np.ndarray) -> np.ndarray:
+                _, beta_chunk = self._solve(X_chunk, cross_chunk)
+                alpha = np.broadcast_to(self.alpha, beta_chunk.shape)
+                return np.stack([alpha, beta_chunk], axis=1) / s2  # c x 2 x n
+
+            mean, var, cross, dmean, dvar, dproj = self._meta(X, grad=True, contract=weights)
+            kt, (kx, beta) = self._test_kernel(X), self._solve(X, cross)
             diff = X[:, None, :] - self.X_t[None, :, :]  # m x n x d
             num = np.where(self.is_cat, 0.0, self._inv_sq_ell)
             dkt = -kt[:, :, None] * diff * num  # d k_t(x, X_t) / dx
-            dkx = dcross / s2 + dkt
-            V = scipy.linalg.solve_triangular(self.L, kx.T, lower=True, check_finite=False)
-            beta = scipy.linalg.solve_triangular(
-                self.L, V, lower=True, trans="T", check_finite=False
-            ).T  # m x n
-            mu = mu + kx @ self.alpha
-            dmu = dmu + np.einsum("mnd,n->md", dkx, self.alpha)
-            v = v - (V * V).sum(0)
-            dv = dv - 2.0 * np.einsum("mnd,mn->md", dkx, beta)
+            mu = (mean - self.ybar) / self.scale + kx @ self.alpha
+            dmu = dmean / self.scale + dproj[:, 0] + np.einsum("mnd,n->md", dkt, self.alpha)
+            v = var / s2 + self.outputscale - (kx * beta).sum(1)
+            dv = dvar / s2 - 2.0 * (dproj[:, 1] + np.einsum("mnd,mn->md", dkt, beta))
         small = v < 1e-12
         dv[small] = 0.0
         return mu, np.maximum(v, 1e-12), dmu, dv
