@@ -11,7 +11,16 @@ import torch
 from scipy.stats import norm
 
 from headstart._gp import DimSpec, GPOptimizer
-from headstart._gp.acquisition import Criterion, log_ei, log_ei_and_grad, log_h, log_softplus
+from headstart._gp.acquisition import (
+    Criterion,
+    PriorWeight,
+    ei_and_grad,
+    log_ei,
+    log_ei_and_grad,
+    log_h,
+    log_softplus,
+    pi_and_grad,
+)
 from headstart._gp.kernel import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
 from headstart._gp.lbfgsb import batched_lbfgsb
 from headstart._gp.model import ExactGP, GPParams, fit_map, neg_log_posterior
@@ -160,6 +169,67 @@ def test_log_ei_gradient_matches_finite_differences():
     np.testing.assert_allclose(d_var, fd_var, rtol=1e-5, atol=1e-8)
 
 
+def test_ei_and_pi_match_closed_forms_and_finite_differences():
+    mean, var, best = np.array([-1.0, 0.0, 0.3, 2.0]), np.array([0.5, 1.0, 0.04, 2.0]), 0.2
+    sigma = np.sqrt(var)
+    z = (mean - best) / sigma
+    ei, d_mean, d_var = ei_and_grad(mean, var, best)
+    np.testing.assert_allclose(ei, sigma * (z * norm.cdf(z) + norm.pdf(z)), rtol=1e-12)
+    np.testing.assert_allclose(np.log(ei), log_ei(mean, var, best), rtol=1e-10)
+    p, p_mean, p_var = pi_and_grad(mean, var, best)
+    np.testing.assert_allclose(p, norm.cdf(z), rtol=1e-12)
+    h = 1e-6
+    for f, dm, dv in ((ei_and_grad, d_mean, d_var), (pi_and_grad, p_mean, p_var)):
+        fd_m = (f(mean + h, var, best)[0] - f(mean - h, var, best)[0]) / (2 * h)
+        fd_v = (f(mean, var + h, best)[0] - f(mean, var - h, best)[0]) / (2 * h)
+        np.testing.assert_allclose(dm, fd_m, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(dv, fd_v, rtol=1e-6, atol=1e-9)
+
+
+def _toy_gp():
+    rng = np.random.default_rng(4)
+    X = rng.random((10, 2))
+    y = -((X - 0.3) ** 2).sum(1)
+    return _gp(X, (y - y.mean()) / y.std(), [False, False], [0.3, 0.5])
+
+
+@pytest.mark.parametrize("kind", ["logei", "ei", "pi", "ucb"])
+def test_pibo_hand_computed_values(kind):
+    """Eq. 6: a(x) * pi(x)^gamma; log form for LogEI / UCB; 1e-12 floor; gamma = 0 is plain."""
+    gp = _toy_gp()
+    Xq = np.array([[0.2, 0.4], [0.8, 0.1], [0.5, 0.5]])
+    log_pi = np.array([1.5, -40.0, 0.0])  # the second is below the floor log(1e-12) = -27.6
+
+    def log_prior(Z):
+        return np.array([log_pi[int(np.argmin(np.abs(Xq - z).sum(1)))] for z in Z])
+
+    gamma, best = 0.7, 0.5
+    mean, var = gp.posterior(Xq)
+    pi_floored = np.exp(np.maximum(log_pi, math.log(1e-12)))
+    sigma, z = np.sqrt(var), (mean - best) / np.sqrt(var)
+    plain = {
+        "ei": sigma * (z * norm.cdf(z) + norm.pdf(z)),
+        "pi": norm.cdf(z),
+        "logei": log_ei(mean, var, best),
+        "ucb": mean + math.sqrt(2.0) * sigma,
+    }[kind]
+    expected = {
+        "ei": plain * pi_floored**gamma,
+        "pi": plain * pi_floored**gamma,
+        "logei": plain + gamma * np.log(pi_floored),
+        "ucb": np.log(np.log1p(np.exp(plain - best))) + gamma * np.log(pi_floored),
+    }[kind]
+    got = Criterion(gp, kind, best, PriorWeight(log_prior, gamma)).value(Xq)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    flat = Criterion(gp, kind, best, PriorWeight(lambda Z: np.zeros(len(Z)), gamma)).value(Xq)
+    if kind != "ucb":  # a flat prior leaves the criterion exactly unchanged
+        np.testing.assert_allclose(flat, plain, rtol=1e-12)
+    else:  # UCB is shifted (softplus), which keeps its argmax
+        assert np.argmax(flat) == np.argmax(plain)
+    off = Criterion(gp, kind, best, PriorWeight(log_prior, 0.0)).value(Xq)
+    np.testing.assert_allclose(off, plain, rtol=1e-12)
+
+
 def test_log_softplus_is_stable_and_increasing():
     u = np.array([-1e6, -50.0, -29.9, 0.0, 5.0, 800.0])
     v, g = log_softplus(u)
@@ -167,7 +237,7 @@ def test_log_softplus_is_stable_and_increasing():
     np.testing.assert_allclose(v[3], math.log(math.log(2.0)))
 
 
-@pytest.mark.parametrize("kind", ["logei", "ucb"])
+@pytest.mark.parametrize("kind", ["logei", "ei", "pi", "ucb"])
 @pytest.mark.parametrize("with_prior", [False, True])
 def test_criterion_gradient_matches_finite_differences(kind, with_prior):
     rng = np.random.default_rng(4)
@@ -178,7 +248,8 @@ def test_criterion_gradient_matches_finite_differences(kind, with_prior):
     def log_prior(Z):
         return -0.5 * (((Z - 0.7) / 0.2) ** 2).sum(1)
 
-    crit = Criterion(gp, kind, 1.0, log_prior if with_prior else None, 2.0)
+    prior = PriorWeight(log_prior, 2.0) if with_prior else None
+    crit = Criterion(gp, kind, 0.5, prior)
     cols = np.array([0, 1])
     values, grad = crit.value_and_grad(Xq, cols)
     np.testing.assert_allclose(values, crit.value(Xq), rtol=1e-12)
@@ -311,7 +382,7 @@ def test_suggest_handles_constant_and_single_observations():
     assert x.shape == (2,) and np.isfinite(x).all()
 
 
-@pytest.mark.parametrize("acquisition", ["logei", "ucb", "ts"])
+@pytest.mark.parametrize("acquisition", ["logei", "ei", "pi", "ucb", "ts"])
 def test_prior_pulls_suggestion_to_its_mode(acquisition):
     rng = np.random.default_rng(8)
     X = rng.random((8, 2))
@@ -322,9 +393,10 @@ def test_prior_pulls_suggestion_to_its_mode(acquisition):
         return -0.5 * (((Z - mode) / 0.03) ** 2).sum(1)
 
     opt = GPOptimizer([DimSpec("continuous")] * 2, acquisition=acquisition)
-    x = opt.suggest(X, y, rng=np.random.default_rng(0), log_prior=log_prior, prior_exponent=50.0)
+    prior = PriorWeight(log_prior, 50.0)
+    x = opt.suggest(X, y, rng=np.random.default_rng(0), prior=prior)
     assert np.linalg.norm(x - mode) < 0.1
-    x0 = opt.suggest(X, y, rng=np.random.default_rng(0), log_prior=log_prior, prior_exponent=0.0)
+    x0 = opt.suggest(X, y, rng=np.random.default_rng(0), prior=PriorWeight(log_prior, 0.0))
     assert np.linalg.norm(x0 - mode) > np.linalg.norm(x - mode)
 
 
@@ -373,4 +445,4 @@ def test_dimspec_validation():
     with pytest.raises(ValueError):
         DimSpec("integer")
     with pytest.raises(ValueError):
-        GPOptimizer([DimSpec("continuous")], acquisition="pi")
+        GPOptimizer([DimSpec("continuous")], acquisition="pes")

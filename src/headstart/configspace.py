@@ -77,3 +77,42 @@ def from_configspace(configspace: Any) -> SearchSpace:
             f"Expected a ConfigSpace ConfigurationSpace; got {type(configspace).__name__}."
         ) from e
     return SearchSpace({hp.name: _convert(hp) for hp in hps})
+
+
+def to_configspace(space: SearchSpace, seed: int | None = None) -> Any:
+    """Export a SearchSpace to a ``ConfigSpace.ConfigurationSpace`` (priors included).
+
+    The inverse of :func:`from_configspace` for linear ``Normal`` and ``Beta`` priors and
+    weighted categoricals; a ``Normal`` prior on a ``log=True`` parameter has no exact
+    ConfigSpace equivalent and raises.
+
+    Example:
+        >>> import headstart as hs
+        >>> cs = to_configspace(hs.SearchSpace({"x": hs.Float(0.0, 2.0, prior=hs.Normal(0.5, 0.1))}))
+        >>> type(cs["x"]).__name__, cs["x"].mu
+        ('NormalFloatHyperparameter', 0.5)
+    """
+    import ConfigSpace as CS
+
+    cs = CS.ConfigurationSpace(seed=seed)
+    for name, p in space.items():
+        if isinstance(p, Fixed):
+            cs.add(CS.Constant(name, p.value))
+            continue
+        if isinstance(p, Categorical):
+            cs.add(CS.Categorical(name, list(p.choices), weights=p.weights))
+            continue
+        make = CS.Integer if isinstance(p, Int) else CS.Float
+        distribution: Any = None
+        if isinstance(p.prior, Normal):
+            if p.log:
+                raise SearchSpaceError(
+                    f"Parameter {name!r}: a Normal prior on a log-scaled parameter has no exact "
+                    "ConfigSpace equivalent; use a Beta prior or a linear parameter."
+                )
+            distribution = CS.Normal(float(p.prior.mean), float(p.prior.std))
+        elif isinstance(p.prior, Beta):
+            distribution = CS.Beta(float(p.prior.a), float(p.prior.b))
+        kwargs = {} if distribution is None else {"distribution": distribution}
+        cs.add(make(name, (p.low, p.high), log=p.log, **kwargs))
+    return cs

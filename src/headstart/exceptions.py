@@ -52,6 +52,10 @@ class NoCompletedTrialsError(HeadstartError, ValueError):
     """An operation needs at least one completed trial, and the study has none."""
 
 
+class PriorDensityError(HeadstartError, ValueError):
+    """A user-supplied joint prior density returned NaN, inf or a negative value."""
+
+
 class InvalidSettingError(HeadstartError, ValueError):
     """A study, strategy or benchmark option has an invalid value."""
 

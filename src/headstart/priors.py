@@ -24,7 +24,7 @@ from scipy import special, stats
 
 from headstart.exceptions import SearchSpaceError
 
-_LOG_FLOOR = math.log(1e-12)
+_LOG_TINY = math.log(1e-300)  # keeps a Beta density finite at its boundary
 
 
 def _check_finite(name: str, value: Any) -> float:
@@ -158,7 +158,7 @@ class _UnitDensity:
         return float(np.log(special.ndtr(b) - special.ndtr(a)))
 
     def log_pdf(self, u: np.ndarray) -> np.ndarray:
-        """Log density at encoded values ``u`` (any shape), floored at log(1e-12)."""
+        """Log density at encoded values ``u`` (any shape); finite for every ``u`` in [0, 1]."""
         u = np.asarray(u, dtype=np.float64)
         if self.kind == "uniform":
             out = np.zeros_like(u)
@@ -169,7 +169,7 @@ class _UnitDensity:
         else:
             uc = np.clip(u, 1e-300, 1.0 - 1e-16)
             out = stats.beta.logpdf(uc, self.loc, self.scale)
-        return np.maximum(out, _LOG_FLOOR)
+        return np.maximum(out, _LOG_TINY)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``n`` encoded values from the prior."""

@@ -499,34 +499,44 @@ class SearchSpace(Mapping[str, Param]):
 
     def sample(self, n: int, *, rng: np.random.Generator, from_prior: bool = False) -> list[dict]:
         """Draw ``n`` configurations uniformly (encoded cube) or from the priors."""
-        U = rng.random((n, self.dim))
-        if from_prior:
-            for j, name in enumerate(self._free):
-                p = self._params[name]
-                if isinstance(p, Categorical):
-                    idx = rng.choice(len(p.choices), size=n, p=p.probabilities)
-                    U[:, j] = (idx + 0.5) / len(p.choices)
-                else:
-                    U[:, j] = self._densities[name].sample(n, rng)
+        U = self.sample_prior_encoded(n, rng) if from_prior else rng.random((n, self.dim))
         return self.decode(U)
 
-    def prior_log_pdf(self, U: np.ndarray) -> np.ndarray:
-        r"""``log pi(u) = sum_j log pi_j(u_j)`` at encoded points (``... x dim`` → ``...``).
+    def sample_prior_encoded(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n x dim`` encoded draws from the per-parameter priors (uniform where there is none).
 
-        Each factor is a density on ``[0, 1]`` floored at 1e-12; a categorical column contributes
-        ``log(k * p_i)`` so that uniform weights give 0.
+        Draws of a truncated prior always lie within the bounds (piBO truncates the prior only
+        when sampling, Hvarfner et al. 2022, Sec. 3); categorical draws are category centres.
         """
-        U = np.asarray(U, dtype=np.float64)
-        out = np.zeros(U.shape[:-1])
+        U = rng.random((n, self.dim))
         for j, name in enumerate(self._free):
             p = self._params[name]
             if isinstance(p, Categorical):
-                k = len(p.choices)
-                probs = np.log(np.maximum(np.asarray(p.probabilities) * k, 1e-12))
-                out = out + probs[p.from_unit_index(U[..., j])]
-            else:
-                out = out + self._densities[name].log_pdf(U[..., j])
-        return out
+                idx = rng.choice(len(p.choices), size=n, p=p.probabilities)
+                U[:, j] = (idx + 0.5) / len(p.choices)
+            elif not self._densities[name].is_uniform:
+                U[:, j] = self._densities[name].sample(n, rng)
+        return U
+
+    def prior_log_pdf(self, U: np.ndarray) -> np.ndarray:
+        r"""``log max(pi(u), 1e-12)``, ``pi(u) = prod_j pi_j(u_j)``, at encoded points (``... x dim`` → ``...``).
+
+        Each factor is a density on ``[0, 1]``; a categorical column contributes ``log(k * p_i)``
+        so that uniform weights give 0. The floor applies to the joint density, as piBO adds
+        ``1e-12`` to ``pi`` (Hvarfner et al. 2022, App. D), so a far-off prior keeps a bounded pull.
+        """
+        U = np.asarray(U, dtype=np.float64)
+        out = np.zeros(U.shape[:-1])
+        with np.errstate(divide="ignore"):
+            for j, name in enumerate(self._free):
+                p = self._params[name]
+                if isinstance(p, Categorical):
+                    k = len(p.choices)
+                    probs = np.log(np.asarray(p.probabilities) * k)
+                    out = out + probs[p.from_unit_index(U[..., j])]
+                else:
+                    out = out + self._densities[name].log_pdf(U[..., j])
+        return np.maximum(out, math.log(1e-12))
 
     def prior_mode(self) -> dict[str, Scalar]:
         """The configuration of highest prior density (per-parameter modes)."""

@@ -6,6 +6,11 @@ processes and restarts. After ``n_initial`` completed (or imported) trials, ``me
 the GP engine (:mod:`headstart._gp`); ``method="random"`` keeps sampling uniformly. The transfer
 methods (``"scaml"``, ``"rgpe"``, ``"stackgp"``, ``"mtgp"``) ask :mod:`headstart._transfer` and
 need no initial design by default: their first suggestion already uses the meta-data.
+
+With a user belief (parameter priors or a joint density, :mod:`headstart.pibo`), every
+model-based suggestion maximizes piBO's ``alpha(x) * pi(x)^(beta / n)``, ``n = 1`` at the first
+step after the initial design, and the initial design starts at the belief's mode followed by
+draws from the belief (Alg. 1 of Hvarfner et al. 2022) instead of Sobol points.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ import numpy as np
 from scipy.stats import qmc
 
 from headstart.exceptions import InvalidSettingError
+from headstart.pibo import DEFAULT_CANDIDATE_SHARE, UserBelief, default_prior_strength
 from headstart.space import SearchSpace
 
 TRANSFER_METHODS = ("scaml", "rgpe", "stackgp", "mtgp")
 METHODS = ("gp", "random", *TRANSFER_METHODS)
-ACQUISITIONS = ("logei", "ucb", "ts")
+ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 TRANSFER_UCB_BETA = 9.0  # ScaML-GP's experiments: UCB with beta^(1/2) = 3 for every method
 
 
@@ -64,12 +70,18 @@ class Strategy:
         seed: Seed of the Sobol design and of every suggestion.
         n_initial: Size of the initial design; ``None`` for :func:`default_n_initial`.
         budget: Planned number of trials, used for the default ``n_initial``.
-        acquisition: ``"logei"``, ``"ucb"`` or ``"ts"`` (Thompson sampling); ``None`` for
-            :func:`default_acquisition`.
+        acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"`` (Thompson sampling);
+            ``None`` for :func:`default_acquisition`.
         deterministic: The objective is noise-free; the GP's noise is fixed at a tiny value.
         meta_tasks: Earlier tasks (:class:`headstart.sources.MetaTask`) for transfer methods.
         ucb_beta: UCB's ``beta``; ``None`` for :func:`default_ucb_beta`.
         cache: A storage whose model cache keeps fitted meta-task GPs across studies.
+        belief: The user's belief (:class:`headstart.pibo.UserBelief`); piBO is on when it is
+            not flat and ``prior_strength > 0``.
+        prior_strength: piBO's ``beta``; ``None`` for ``budget / 10`` (10 without a budget).
+        prior_design: Start the initial design at the belief's mode, then draw from the belief.
+        prior_candidate_share: Share of the acquisition search's screening points drawn from
+            the belief (the rest are Sobol points).
     """
 
     def __init__(
@@ -85,6 +97,10 @@ class Strategy:
         meta_tasks: Sequence = (),
         ucb_beta: float | None = None,
         cache=None,
+        belief: UserBelief | None = None,
+        prior_strength: float | None = None,
+        prior_design: bool = True,
+        prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE,
     ) -> None:
         if method not in METHODS:
             raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
@@ -110,7 +126,33 @@ class Strategy:
         if n_initial is None:
             n_initial = 0 if self.is_transfer else default_n_initial(space.dim, budget)
         self.n_initial = n_initial
+        self.prior_strength = (
+            default_prior_strength(budget) if prior_strength is None else float(prior_strength)
+        )
+        self.belief = belief if (belief is not None and belief.active) else None
+        if self.prior_strength == 0:
+            self.belief = None
+        self.prior_design = prior_design
+        self.prior_candidate_share = prior_candidate_share
         self._engine = None
+
+    def bo_step(self, n_evaluated: int) -> int:
+        """piBO's ``n``: 1 at the first model-based suggestion after the initial design."""
+        return max(n_evaluated - self.n_initial + 1, 1)
+
+    def prior_exponent(self, n_evaluated: int) -> float:
+        """``beta / n`` for the next model-based suggestion (0 when piBO is off)."""
+        if self.belief is None:
+            return 0.0
+        return self.belief.exponent(self.prior_strength, self.bo_step(n_evaluated))
+
+    def _design_point(self, design_index: int) -> dict:
+        if self.belief is not None and self.prior_design:
+            if design_index == 0:
+                return self.space.decode(self.belief.mode())[0]
+            rng = np.random.default_rng([self.seed, design_index, 0x9B0])
+            return self.space.decode(self.belief.sample(1, rng))[0]
+        return self.space.decode(sobol_point(self.space.dim, design_index, self.seed))[0]
 
     def _gp_engine(self):
         if self._engine is None:
@@ -183,7 +225,7 @@ class Strategy:
         if self.method == "random":
             return self.space.decode(rng.random(self.space.dim))[0]
         if len(completed) < self.n_initial:
-            return self.space.decode(sobol_point(self.space.dim, design_index, self.seed))[0]
+            return self._design_point(design_index)
         train_X = self.space.encode(list(completed) + list(pending))
         train_y = np.asarray(values, dtype=np.float64)
         if len(pending):
@@ -193,5 +235,9 @@ class Strategy:
                 liar = min(float(t.y_max().min()) for t in self.meta_tasks)
             train_y = np.concatenate([train_y, np.full(len(pending), liar)])
         engine = self._transfer_engine() if self.is_transfer else self._gp_engine()
-        x = engine.suggest(train_X, train_y, rng=rng)
+        prior = None
+        if self.belief is not None:
+            step = self.bo_step(len(completed) + len(pending))
+            prior = self.belief.weight(self.prior_strength, step, self.prior_candidate_share)
+        x = engine.suggest(train_X, train_y, rng=rng, prior=prior)
         return self.space.decode(x)[0]

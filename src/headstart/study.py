@@ -37,6 +37,13 @@ from headstart.exceptions import (
     SearchSpaceError,
     UnknownTrialError,
 )
+from headstart.pibo import (
+    DEFAULT_CANDIDATE_SHARE,
+    JointDensity,
+    UserBelief,
+    check_candidate_share,
+    check_prior_strength,
+)
 from headstart.sources import resolve_sources
 from headstart.space import SearchSpace
 from headstart.storage import DEFAULT_STORAGE_URL, Storage, TrialRecord, TrialState, get_storage
@@ -135,7 +142,9 @@ def _check_settings(
 class Study:
     """A named optimisation run. Create one with :func:`create_study` or :func:`load_study`."""
 
-    def __init__(self, storage: Storage, study_id: int) -> None:
+    def __init__(
+        self, storage: Storage, study_id: int, prior_density: JointDensity | None = None
+    ) -> None:
         self._storage = storage
         record = storage.get_study_by_id(study_id)
         self._id = record.study_id
@@ -144,6 +153,15 @@ class Study:
         self.space = SearchSpace.from_json(record.space)
         self.settings: dict[str, Any] = dict(record.settings)
         transfer = self.settings.get("transfer")
+        if self.settings.get("prior_density") and prior_density is None:
+            warnings.warn(
+                f"Study {self.name!r} was created with a prior_density, which is not stored; "
+                "pass prior_density=... to load_study to keep using it.",
+                HeadstartWarning,
+                stacklevel=3,
+            )
+        use_priors = bool(self.settings.get("use_priors", True))
+        self._belief = UserBelief(self.space, prior_density) if use_priors else None
         self._strategy = Strategy(
             self.space,
             method=self.settings.get("method", "gp"),
@@ -155,6 +173,12 @@ class Study:
             meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
             ucb_beta=self.settings.get("ucb_beta"),
             cache=storage,
+            belief=self._belief,
+            prior_strength=self.settings.get("prior_strength"),
+            prior_design=bool(self.settings.get("prior_design", True)),
+            prior_candidate_share=float(
+                self.settings.get("prior_candidate_share", DEFAULT_CANDIDATE_SHARE)
+            ),
         )
 
     def __repr__(self) -> str:
@@ -355,6 +379,22 @@ class Study:
     def best_params(self) -> dict[str, Any]:
         return self.best_trial.params
 
+    def prior_weight(self) -> float:
+        r"""piBO's current exponent ``beta / n``: how strongly the next suggestion follows the priors.
+
+        ``n`` counts BO steps after the initial design (``n = 1`` at the first), so the weight
+        decays as ``beta, beta / 2, beta / 3, ...``; 0 when the study has no priors, was created
+        with ``use_priors=False`` or ``prior_strength=0``.
+        """
+        records = self._storage.get_trials(self._id)
+        n = sum(1 for r in records if r.state in (TrialState.COMPLETE, TrialState.RUNNING))
+        return self._strategy.prior_exponent(n)
+
+    @property
+    def belief(self) -> UserBelief | None:
+        """The user's belief piBO uses (``None`` when piBO is off)."""
+        return self._strategy.belief
+
     def transfer_report(self):
         """Each source's learned weight given the completed trials (transfer methods only).
 
@@ -450,6 +490,11 @@ def create_study(
     deterministic: bool = False,
     transfer_from: Any = None,
     ucb_beta: float | None = None,
+    prior_strength: float | None = None,
+    use_priors: bool = True,
+    prior_density: JointDensity | None = None,
+    prior_design: bool = True,
+    prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -476,6 +521,19 @@ def create_study(
             meta-data are copied into the storage when the study is created.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
             methods (ScaML-GP's ``beta^(1/2) = 3``).
+        prior_strength: piBO's ``beta`` (Hvarfner et al. 2022): when parameters carry priors
+            (``hs.Normal``, ``hs.Beta``, categorical weights) or ``prior_density`` is given, every
+            model-based suggestion maximizes ``acquisition(x) * pi(x)^(beta / n)``, ``n = 1, 2,
+            ...`` counting steps after the initial design. Default ``budget / 10``, or 10
+            without a budget; larger trusts the belief longer; 0 ignores the priors.
+        use_priors: ``False`` ignores the priors (plain BO on the same space).
+        prior_density: Optional joint belief ``p(config) -> float >= 0`` on decoded
+            configurations (a dict), multiplied with the per-parameter priors; for correlated
+            beliefs. Not stored: pass it again to :func:`load_study`.
+        prior_design: With priors, the initial design is the belief's mode followed by draws
+            from the belief (``False``: Sobol points).
+        prior_candidate_share: Share of the acquisition search's screening candidates drawn
+            from the belief (default 0.5), so a narrow prior is not missed.
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space or direction.
@@ -489,6 +547,14 @@ def create_study(
         )
     acquisition = acquisition if acquisition is not None else default_acquisition(method)
     _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
+    if prior_strength is not None:
+        prior_strength = check_prior_strength(prior_strength)
+    prior_candidate_share = check_candidate_share(prior_candidate_share)
+    for label, flag in (("use_priors", use_priors), ("prior_design", prior_design)):
+        if not isinstance(flag, bool):
+            raise InvalidSettingError(f"{label} must be True or False; got {flag!r}.")
+    if use_priors:
+        UserBelief(space, prior_density).validate()  # a broken density fails here, not mid-run
     store = get_storage(storage)
     transfer = None
     if transfer_from is not None:
@@ -516,6 +582,11 @@ def create_study(
         "deterministic": bool(deterministic),
         "ucb_beta": None if ucb_beta is None else float(ucb_beta),
         "transfer": transfer,
+        "prior_strength": prior_strength,
+        "use_priors": use_priors,
+        "prior_density": prior_density is not None,
+        "prior_design": prior_design,
+        "prior_candidate_share": prior_candidate_share,
     }
     try:
         record = store.create_study(
@@ -538,13 +609,25 @@ def create_study(
         if seed is None:  # resuming without an explicit seed keeps the stored one
             settings["seed"] = record.settings.get("seed", drawn_seed)
         store.update_study_settings(record.study_id, settings)
-    return Study(store, record.study_id)
+    return Study(store, record.study_id, prior_density)
 
 
-def load_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Study:
-    """Open an existing study by name (raises :class:`UnknownStudyError` if there is none)."""
+def load_study(
+    name: str,
+    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    *,
+    prior_density: JointDensity | None = None,
+) -> Study:
+    """Open an existing study by name (raises :class:`UnknownStudyError` if there is none).
+
+    Args:
+        name: The study's name.
+        storage: As in :func:`create_study`.
+        prior_density: The joint belief the study was created with, if any (callables are not
+            stored).
+    """
     store = get_storage(storage)
-    return Study(store, store.get_study(name).study_id)
+    return Study(store, store.get_study(name).study_id, prior_density)
 
 
 def delete_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> None:

@@ -14,13 +14,16 @@ numpy with closed-form gradients (the search makes many tiny batched calls).
 * ``logei``: ``LogEI(x) = log E[max(f(x) - best_f, 0)] = log_h(z) + log sigma``,
   ``z = (mu - best_f) / sigma`` ([Ament2023]_, Eq. 9 for the stable ``log_h``), with
   ``d LogEI / d mu = Phi(z) / (sigma h(z))`` and ``d LogEI / d sigma = phi(z) / (sigma h(z))``.
+* ``ei`` / ``pi``: expected improvement and probability of improvement in linear space (for piBO
+  with the paper's plain EI / PI; LogEI is the numerically robust choice).
 * ``ucb``: ``UCB(x) = mu + sqrt(beta) sigma`` with ``beta = 2`` ([Srinivas2010]_; a fixed beta as in
   common practice rather than the theoretical schedule).
 * ``ts``: Thompson sampling, the argmax of one joint posterior sample on a candidate set
   (see :func:`headstart._gp.optimize.thompson_sample`).
 
-piBO ([Hvarfner2022]_, Eq. 6) multiplies the acquisition by ``pi(x)^gamma``. In log space this is
-``log a(x) + gamma * log max(pi(x), 1e-12)``. LogEI is already a log. UCB and TS values can be
+piBO ([Hvarfner2022]_, Eq. 6) multiplies the acquisition by ``pi(x)^gamma``, ``gamma = beta / n``.
+EI and PI are multiplied in linear space, exactly as Eq. 6 is written. In log space the product is
+``log a(x) + gamma * log max(pi(x), 1e-12)``; LogEI is already a log. UCB and TS values can be
 negative, so they are first mapped to a positive "optimistic improvement"
 ``softplus(a(x) - best_f)``, which is strictly increasing in ``a`` (same argmax without a prior)
 and behaves like ``a - best_f`` above the incumbent and like ``exp(a - best_f)`` far below it:
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import erfcx, log_ndtr, ndtr
@@ -142,21 +146,96 @@ def log_softplus(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, grad
 
 
+@dataclass(frozen=True)
+class PriorWeight:
+    r"""piBO's prior factor ``pi(x)^gamma`` ([Hvarfner2022]_, Eq. 6) on the encoded unit cube.
+
+    Args:
+        log_pdf: Maps an ``m x d`` array in ``[0, 1]`` to ``m`` log densities ``log pi(x)``
+            (unnormalized is fine: a constant factor does not move the argmax). It is floored at
+            ``log 1e-12`` here, as in the paper, so the prior stays strictly positive.
+        exponent: ``gamma = beta / n >= 0``; 0 switches the prior off.
+        sample: Draws ``m x d`` encoded points from the prior (``(m, rng) -> array``), used to
+            seed a share of the acquisition search's candidates; ``None`` for uniform only.
+        candidate_share: Share of the screening candidates drawn by ``sample`` (default half, as
+            SMAC3's ``LocalAndSortedPriorRandomSearch`` and the authors' HyperMapper code).
+    """
+
+    log_pdf: Callable[[np.ndarray], np.ndarray]
+    exponent: float
+    sample: Callable[[int, np.random.Generator], np.ndarray] | None = None
+    candidate_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.exponent) and self.exponent >= 0.0):
+            raise ValueError(f"exponent must be finite and >= 0; got {self.exponent!r}.")
+        if not 0.0 <= self.candidate_share <= 1.0:
+            raise ValueError(f"candidate_share must lie in [0, 1]; got {self.candidate_share!r}.")
+
+    @property
+    def active(self) -> bool:
+        return self.exponent > 0.0
+
+    def term(self, X: np.ndarray) -> np.ndarray:
+        """``gamma * log max(pi(X), 1e-12)`` for ``X`` (``m x d``): returns ``m``."""
+        lp = np.asarray(self.log_pdf(X), dtype=np.float64).reshape(X.shape[0])
+        lp = np.where(np.isnan(lp), -np.inf, lp)
+        return self.exponent * np.maximum(lp, LOG_PRIOR_FLOOR)
+
+
+KINDS = ("logei", "ei", "pi", "ucb")
+_LINEAR_KINDS = ("ei", "pi")  # multiplied by pi^gamma in linear space, as written in Eq. 6
+
+
+def ei_and_grad(
+    mean: np.ndarray, var: np.ndarray, best_f: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""``EI = sigma (z Phi(z) + phi(z))`` and its partials in ``mu`` and ``var``.
+
+        d/d mu = Phi(z),   d/d var = phi(z) / (2 sigma)
+
+    Computed in linear space, so it underflows to 0 far below the incumbent (that is what
+    separates piBO-EI from piBO-LogEI in practice).
+    """
+    sigma = np.sqrt(var)
+    z = (mean - best_f) / sigma
+    pdf = np.exp(-0.5 * z * z - _C1)
+    cdf = ndtr(z)
+    return sigma * (z * cdf + pdf), cdf, pdf / (2.0 * sigma)
+
+
+def pi_and_grad(
+    mean: np.ndarray, var: np.ndarray, best_f: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Probability of improvement ``PI = Phi(z)`` and its partials in ``mu`` and ``var``.
+
+    d/d mu = phi(z) / sigma,   d/d var = -phi(z) z / (2 var)
+    """
+    sigma = np.sqrt(var)
+    z = (mean - best_f) / sigma
+    pdf = np.exp(-0.5 * z * z - _C1)
+    return ndtr(z), pdf / sigma, -pdf * z / (2.0 * var)
+
+
 class Criterion:
-    r"""The maximized acquisition criterion, optionally prior-weighted (piBO).
+    r"""The maximized acquisition criterion, optionally prior-weighted (piBO, [Hvarfner2022]_).
 
-        logei: LogEI(x) + gamma * log max(pi(x), 1e-12)
-        ucb:   UCB(x) (no prior) or log softplus(UCB(x) - best_f) + gamma * log max(pi(x), 1e-12)
+        logei: LogEI(x) + gamma * log max(pi(x), 1e-12)                   (log space)
+        ei:    EI(x) * max(pi(x), 1e-12)^gamma                             (linear, Eq. 6)
+        pi:    PI(x) * max(pi(x), 1e-12)^gamma                             (linear, Eq. 6)
+        ucb:   UCB(x) (no prior) or log softplus(UCB(x) - best_f) + gamma * log max(pi, 1e-12)
 
-    The GP part has closed-form gradients; the user prior is a numpy callable, so its gradient is
-    taken by central finite differences (one vectorized call for all points and columns).
+    UCB is shifted by the incumbent before the prior multiplies it (App. B.1 of the paper fits
+    UCB/TS on ``y - y*``); the softplus keeps the shifted value positive and smooth where SMAC3
+    clips at 0. The GP part has closed-form gradients; the user prior is a numpy callable, so its
+    gradient is taken by central finite differences (one vectorized call for all points and
+    columns).
 
     Args:
         gp: A fitted :class:`~headstart._gp.model.ExactGP` on standardized ``y``.
-        kind: ``"logei"`` or ``"ucb"``.
+        kind: One of :data:`KINDS`.
         best_f: Incumbent (largest standardized observation).
-        log_prior: Maps an ``m x d`` array in ``[0, 1]`` to ``m`` log densities, or ``None``.
-        prior_exponent: ``gamma >= 0``.
+        prior: The piBO factor, or ``None``.
         beta: UCB exploration weight (``mu + sqrt(beta) sigma``); ScaML-GP's experiments use 9.
     """
 
@@ -165,28 +244,43 @@ class Criterion:
         gp: ExactGP,
         kind: str,
         best_f: float,
-        log_prior: Callable[[np.ndarray], np.ndarray] | None = None,
-        prior_exponent: float = 0.0,
+        prior: PriorWeight | None = None,
         beta: float = UCB_BETA,
     ) -> None:
-        if kind not in ("logei", "ucb"):
-            raise ValueError(f"kind must be 'logei' or 'ucb'; got {kind!r}.")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}.")
         self.gp = gp
         self.kind = kind
         self.best_f = float(best_f)
-        self.log_prior = log_prior if (log_prior is not None and prior_exponent > 0) else None
-        self.prior_exponent = float(prior_exponent)
+        self.prior = prior if (prior is not None and prior.active) else None
         if not beta >= 0.0:
             raise ValueError(f"beta must be >= 0; got {beta!r}.")
         self.beta = float(beta)
 
     def prior_term(self, X: np.ndarray) -> np.ndarray:
         """``gamma * log max(pi(X), 1e-12)`` for ``X`` (``m x d``): returns ``m`` (0 if no prior)."""
-        if self.log_prior is None:
-            return np.zeros(X.shape[0])
-        lp = np.asarray(self.log_prior(X), dtype=np.float64).reshape(X.shape[0])
-        lp = np.where(np.isnan(lp), -np.inf, lp)
-        return self.prior_exponent * np.maximum(lp, LOG_PRIOR_FLOOR)
+        return np.zeros(X.shape[0]) if self.prior is None else self.prior.term(X)
+
+    def _base(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The acquisition before the prior: ``(value, d_mean, d_var)``."""
+        if self.kind == "logei":
+            return log_ei_and_grad(mean, var, self.best_f)
+        if self.kind == "ei":
+            return ei_and_grad(mean, var, self.best_f)
+        if self.kind == "pi":
+            return pi_and_grad(mean, var, self.best_f)
+        sigma = np.sqrt(var)
+        values = mean + math.sqrt(self.beta) * sigma
+        d_mean, d_var = np.ones_like(mean), math.sqrt(self.beta) / (2.0 * sigma)
+        if self.prior is not None:
+            values, outer = log_softplus(values - self.best_f)
+            d_mean, d_var = d_mean * outer, d_var * outer
+        return values, d_mean, d_var
+
+    def _combine(self, base: np.ndarray, term: np.ndarray) -> np.ndarray:
+        if self.kind in _LINEAR_KINDS:
+            return base * np.exp(term)
+        return base + term
 
     def value(self, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
         """Criterion at ``X`` (``m x d``), no gradient: returns ``m``."""
@@ -195,29 +289,22 @@ class Criterion:
             mean, var = self.gp.posterior(X[i : i + chunk])
             if self.kind == "logei":
                 out[i : i + chunk] = log_ei(mean, var, self.best_f)
-            elif self.log_prior is None:
-                out[i : i + chunk] = ucb(mean, var, self.beta)
             else:
-                out[i : i + chunk] = log_softplus(ucb(mean, var, self.beta) - self.best_f)[0]
-        return out + self.prior_term(X)
+                out[i : i + chunk] = self._base(mean, var)[0]
+        return self._combine(out, self.prior_term(X)) if self.prior is not None else out
 
     def value_and_grad(self, X: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Criterion at ``X`` (``m x d``) and its gradient in columns ``cols``: ``m``, ``m x k``."""
         mean, var, dmean, dvar = self.gp.posterior_and_grad(X)
-        if self.kind == "logei":
-            values, d_mean, d_var = log_ei_and_grad(mean, var, self.best_f)
-        else:
-            sigma = np.sqrt(var)
-            values = mean + math.sqrt(self.beta) * sigma
-            d_mean, d_var = np.ones_like(mean), math.sqrt(self.beta) / (2.0 * sigma)
-            if self.log_prior is not None:
-                values, outer = log_softplus(values - self.best_f)
-                d_mean, d_var = d_mean * outer, d_var * outer
+        values, d_mean, d_var = self._base(mean, var)
         grad = (d_mean[:, None] * dmean + d_var[:, None] * dvar)[:, cols]
-        if self.log_prior is not None:
-            values = values + self.prior_term(X)
-            grad = grad + self._prior_grad(X, cols)
-        return values, grad
+        if self.prior is None:
+            return values, grad
+        term, d_term = self.prior_term(X), self._prior_grad(X, cols)
+        if self.kind in _LINEAR_KINDS:  # d(a e^t) = e^t (da + a dt)
+            weight = np.exp(term)
+            return values * weight, weight[:, None] * (grad + values[:, None] * d_term)
+        return values + term, grad + d_term
 
     def _prior_grad(self, X: np.ndarray, cols: np.ndarray) -> np.ndarray:
         m, k = X.shape[0], len(cols)

@@ -8,7 +8,7 @@ One :meth:`GPOptimizer.suggest` call
    :data:`DEFAULT_RESTART_EVERY` new points -- and on the first call, or if the warm fit fails --
    it also fits from the default starting point and keeps the better MAP objective, so a stale
    local optimum cannot persist;
-3. maximizes LogEI or UCB (:func:`headstart._gp.optimize.optimize_criterion`), or draws a Thompson
+3. maximizes LogEI, EI, PI or UCB (:func:`headstart._gp.optimize.optimize_criterion`), or draws a Thompson
    sample (:func:`headstart._gp.optimize.thompson_sample`), optionally prior-weighted (piBO);
 4. returns a point whose integer / categorical entries lie exactly on their grids.
 
@@ -17,20 +17,20 @@ Everything runs in float64 under :func:`headstart._gp.threads.limit_threads`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from headstart._gp.acquisition import UCB_BETA, Criterion
+from headstart._gp.acquisition import UCB_BETA, Criterion, PriorWeight
 from headstart._gp.model import ExactGP, GPParams, fit_map
 from headstart._gp.optimize import MixedSpace, optimize_criterion, thompson_sample
 from headstart._gp.threads import limit_threads
 from headstart.exceptions import ModelFittingError
 
 KINDS = ("continuous", "integer", "categorical")
-ACQUISITIONS = ("logei", "ucb", "ts")
+ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 DEFAULT_RESTART_EVERY = 5  # refit from defaults after this many new points (cheap insurance)
 
 
@@ -80,7 +80,7 @@ class GPOptimizer:
 
     Args:
         dims: One :class:`DimSpec` per encoded column.
-        acquisition: ``"logei"`` (default), ``"ucb"`` or ``"ts"``.
+        acquisition: ``"logei"`` (default), ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``.
         seed: Kept for reproducibility bookkeeping; randomness comes from ``suggest``'s ``rng``.
         deterministic: The objective is noise-free: fix the noise variance at its minimum
             (1e-6 of the standardized variance) instead of fitting it. On Hartmann-6 (budget 50,
@@ -131,8 +131,7 @@ class GPOptimizer:
         train_y: np.ndarray,
         *,
         rng: np.random.Generator,
-        log_prior: Callable[[np.ndarray], np.ndarray] | None = None,
-        prior_exponent: float = 0.0,
+        prior: PriorWeight | None = None,
     ) -> np.ndarray:
         r"""Next point to evaluate.
 
@@ -143,8 +142,8 @@ class GPOptimizer:
             train_X: ``n x d`` evaluated points in ``[0, 1]``.
             train_y: ``n`` values to be *maximized*; non-finite rows are ignored.
             rng: Source of all randomness of this suggestion.
-            log_prior: Maps ``m x d`` points to ``m`` log prior densities (vectorized), or ``None``.
-            prior_exponent: ``gamma >= 0``; 0 disables the prior.
+            prior: piBO's ``pi(x)^gamma`` factor (:class:`~headstart._gp.acquisition.PriorWeight`),
+                or ``None``.
 
         Returns:
             ``d`` point in ``[0, 1]``, integer / categorical entries exactly on their grids.
@@ -175,10 +174,8 @@ class GPOptimizer:
                 n_train=len(y),
                 warm_started=self._warm_started,
             )
-            kind = "ucb" if self.acquisition == "ucb" else "logei"
-            criterion = Criterion(
-                gp, kind, float(y.max()), log_prior, prior_exponent, beta=self.ucb_beta
-            )
+            kind = "logei" if self.acquisition == "ts" else self.acquisition
+            criterion = Criterion(gp, kind, float(y.max()), prior, beta=self.ucb_beta)
             if self.acquisition == "ts":
                 x = thompson_sample(gp, self._space, train_X, y, rng, criterion)
             else:

@@ -4,6 +4,8 @@ The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implem
 
 1. **Screening.** Evaluate the criterion on :data:`N_SOBOL` scrambled Sobol points (seeded by the
    caller's ``rng``), snapped to the integer / categorical grids, in one batched no-grad call.
+   With a piBO prior that can be sampled, a share of these points (default half) are draws from
+   the prior instead, so a narrow prior is not missed by uniform screening.
 2. **Starts.** The incumbent (best training point), the best Sobol point, and further Sobol points
    drawn by roulette with ``p ∝ exp(f - f_max)`` (for LogEI: proportional to EI), :data:`N_STARTS`
    in all.
@@ -163,7 +165,7 @@ def optimize_criterion(
         ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
     """
     d = space.dim
-    pool = space.snap(_sobol(d, N_SOBOL, rng))
+    pool = space.snap(screening_points(criterion, d, N_SOBOL, rng))
     pool_values = criterion.value(pool)
     starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
     if len(train_y):
@@ -223,6 +225,19 @@ def optimize_criterion(
     return _best_non_duplicate(all_X, all_F, train_X)
 
 
+def screening_points(criterion: Criterion, d: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` Sobol points, a share of them replaced by prior draws when piBO is active."""
+    prior = criterion.prior
+    n_prior = 0
+    if prior is not None and prior.sample is not None:
+        n_prior = round(n * prior.candidate_share)
+    points = _sobol(d, n - n_prior, rng)
+    if n_prior:
+        draws = np.clip(np.asarray(prior.sample(n_prior, rng), dtype=np.float64), 0.0, 1.0)
+        points = np.concatenate([points, draws.reshape(n_prior, d)])
+    return points
+
+
 def _best_non_duplicate(X: np.ndarray, values: np.ndarray, train_X: np.ndarray) -> np.ndarray:
     order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
     for start in range(0, len(order), 256):
@@ -265,7 +280,11 @@ def thompson_sample(
     for j in space.discrete_cols:
         redraw = rng.random(len(local)) < 1.0 / d
         local[redraw, j] = rng.choice(space.grids[j], size=int(redraw.sum()))
-    cand = space.snap(np.concatenate([_sobol(d, TS_N_SOBOL, rng), local]))
+    if criterion is None:
+        screen = _sobol(d, TS_N_SOBOL, rng)
+    else:  # with a piBO prior, part of the Sobol points are prior draws
+        screen = screening_points(criterion, d, TS_N_SOBOL, rng)
+    cand = space.snap(np.concatenate([screen, local]))
     cand = np.unique(cand, axis=0)
     fresh = ~is_duplicate(cand, train_X)
     if fresh.any():
@@ -281,7 +300,7 @@ def thompson_sample(
     else:  # pragma: no cover - the covariance is PSD up to rounding
         L = np.diag(np.sqrt(np.maximum(np.diagonal(cov), 0.0)))
     sample = mean + L @ rng.standard_normal(len(cand))
-    if criterion is not None and criterion.log_prior is not None:
+    if criterion is not None and criterion.prior is not None:
         score = log_softplus(sample - criterion.best_f)[0] + criterion.prior_term(cand)
     else:
         score = sample

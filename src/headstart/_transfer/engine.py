@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from headstart._gp.acquisition import UCB_BETA, Criterion
+from headstart._gp.acquisition import UCB_BETA, Criterion, PriorWeight
 from headstart._gp.engine import DimSpec
 from headstart._gp.optimize import MixedSpace, optimize_criterion, thompson_sample
 from headstart._gp.threads import limit_threads
@@ -31,7 +31,7 @@ class TransferOptimizer:
         dims: One :class:`~headstart._gp.engine.DimSpec` per encoded column.
         make_surrogate: Called once (on the first suggestion) to build the surrogate; it fits the
             meta-task part then.
-        acquisition: ``"ucb"``, ``"logei"`` or ``"ts"``.
+        acquisition: ``"ucb"``, ``"logei"``, ``"ei"``, ``"pi"`` or ``"ts"``.
         ucb_beta: UCB's ``beta`` (``mu + sqrt(beta) sigma``).
     """
 
@@ -65,8 +65,7 @@ class TransferOptimizer:
         train_y: np.ndarray,
         *,
         rng: np.random.Generator,
-        log_prior: Callable[[np.ndarray], np.ndarray] | None = None,
-        prior_exponent: float = 0.0,
+        prior: PriorWeight | None = None,
     ) -> np.ndarray:
         r"""Next point to evaluate.
 
@@ -74,7 +73,8 @@ class TransferOptimizer:
             train_X: ``n x d`` evaluated points in ``[0, 1]`` (``n`` may be 0).
             train_y: ``n`` values to be *maximized*; non-finite rows are ignored.
             rng: Source of all randomness of this suggestion.
-            log_prior, prior_exponent: Optional piBO weighting (see :class:`Criterion`).
+            prior: piBO's ``pi(x)^gamma`` factor (:class:`~headstart._gp.acquisition.PriorWeight`),
+                or ``None``.
 
         Returns:
             ``d`` point in ``[0, 1]``, integer / categorical entries exactly on their grids.
@@ -87,11 +87,10 @@ class TransferOptimizer:
         surrogate = self.surrogate
         with limit_threads():
             posterior, y_model = surrogate.condition(train_X, train_y, rng)
-            kind = "logei" if self.acquisition == "logei" and len(y_model) else "ucb"
+            improvement = self.acquisition in ("logei", "ei", "pi")
+            kind = self.acquisition if improvement and len(y_model) else "ucb"
             best_f = float(y_model.max()) if len(y_model) else 0.0
-            criterion = Criterion(
-                posterior, kind, best_f, log_prior, prior_exponent, beta=self.ucb_beta
-            )
+            criterion = Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta)
             if self.acquisition == "ts" and len(y_model):
                 x = thompson_sample(posterior, self._space, train_X, y_model, rng, criterion)
             else:

@@ -8,7 +8,8 @@ Example:
 Besides single tasks, the registry holds task families (:class:`TaskFamily`), one task per seed
 with transfer meta-data: the ScaML-GP synthetic families (``branin-m8`` ...,
 :mod:`~headstart.benchmarks.families`) and leave-one-dataset-out HPO tables (``fcnet-protein``,
-``hpobench-mlp-car`` ..., :mod:`~headstart.benchmarks.hpo_tables`).
+``hpobench-mlp-car`` ..., :mod:`~headstart.benchmarks.hpo_tables`) and the piBO prior tasks
+(``branin-prior-strong`` ..., :mod:`~headstart.benchmarks.prior_tasks`).
 
 ``run_benchmark(["headstart-gp", "optuna-gp"], ["branin"], range(5), 30, "out.csv")`` runs every
 method x task x seed job (in parallel with ``workers > 1``), appends one tidy row per evaluation to
@@ -18,7 +19,11 @@ turns the CSV into plots and a markdown table; ``headstart bench`` does all of i
 
 from __future__ import annotations
 
-from headstart.benchmarks import families, hpo_tables  # noqa: F401  (register the families)
+from headstart.benchmarks import (  # noqa: F401  (register the families)
+    families,
+    hpo_tables,
+    prior_tasks,
+)
 from headstart.benchmarks.functions import TASKS, Task, TaskFamily, get_task, register_task
 from headstart.benchmarks.methods import METHODS, get_method, register_method
 from headstart.benchmarks.runner import CSV_COLUMNS, BenchmarkRun, run_benchmark

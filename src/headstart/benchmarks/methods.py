@@ -31,6 +31,8 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,6 +147,7 @@ def _run_headstart(
     if method != "random":
         _warm_imports("headstart._gp", "headstart._transfer")
 
+    settings.setdefault("use_priors", False)  # plain methods ignore priors on the task's space
     study = hs.create_study(
         f"bench-{task.name}-{method}-{seed}",
         task.space,
@@ -174,6 +177,40 @@ def run_headstart_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]
 def run_headstart_random(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """headstart random search (method="random")."""
     return _run_headstart(task, seed, budget, "random")
+
+
+def run_headstart_pibo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart piBO: GP-BO with LogEI * pi^(beta/n), beta = budget/10, prior-based design."""
+    return _run_headstart(task, seed, budget, "gp", use_priors=True)
+
+
+def run_headstart_pibo_ei(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart piBO with plain EI (linear space, as in the paper): EI * pi^(beta/n)."""
+    return _run_headstart(task, seed, budget, "gp", use_priors=True, acquisition="ei")
+
+
+def prior_strength_method(beta: float) -> Method:
+    """A piBO method with a fixed ``prior_strength`` (for the beta ablation)."""
+    return _PiBOStrength(float(beta))
+
+
+@dataclass(frozen=True)
+class _PiBOStrength:
+    beta: float
+
+    def __call__(self, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+        return _run_headstart(task, seed, budget, "gp", use_priors=True, prior_strength=self.beta)
+
+
+def run_prior_sampling(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """Sampling from the prior only (no model): i.i.d. draws of the task space's priors."""
+    rng = np.random.default_rng([seed, 0x5A])
+    recorder = _Recorder(task, seed)
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        params = task.space.decode(task.space.sample_prior_encoded(1, rng))[0]
+        recorder.evaluate(params, time.perf_counter() - t0)
+    return recorder.records
 
 
 # The ScaML-GP paper's acquisition for every method: UCB with beta = 9 (mu - 3 sigma when
@@ -290,6 +327,97 @@ def run_optuna_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     return _run_optuna(task, seed, budget, sampler)
 
 
+# --- SMAC3 -----------------------------------------------------------------------------------------
+_SMAC_CHALLENGERS = 1000  # BlackBoxFacade's default number of random challengers
+
+
+def run_smac_pibo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """SMAC3 piBO: BlackBoxFacade GP + PriorAcquisitionFunction(EI, beta = budget/10), prior search.
+
+    The peer is configured as SMAC3's own "User Priors over the Optimum" example, on its GP
+    facade: ``PriorAcquisitionFunction(EI(), decay_beta=budget / 10)``, a
+    ``LocalAndSortedRandomSearch`` that draws half of its challengers from the prior and half
+    uniformly, and the same initial design as headstart's piBO (the prior's mode, then prior
+    samples; ``min(2 d + 1, budget // 5)`` points). SMAC's default 8% interleaved random
+    configurations stay on.
+    """
+    import shutil
+    import tempfile
+
+    from ConfigSpace import Configuration
+    from smac import BlackBoxFacade, Scenario
+    from smac.acquisition.function import EI, PriorAcquisitionFunction
+    from smac.acquisition.maximizer import LocalAndSortedRandomSearch
+    from smac.runhistory.dataclasses import TrialValue
+
+    from headstart.configspace import to_configspace
+
+    cs = to_configspace(task.space, seed=seed)
+    uniform_cs = to_configspace(_without_priors(task.space), seed=seed)
+    outdir = tempfile.mkdtemp(prefix="smac-pibo-")
+    try:
+        scenario = Scenario(
+            cs,
+            deterministic=True,
+            n_trials=budget,
+            seed=seed,
+            output_directory=Path(outdir) / "run",
+        )
+        n_init = n_initial_for(task, budget)
+        rng = np.random.default_rng(seed)
+        design = [Configuration(cs, values=task.space.prior_mode())]
+        for U in task.space.sample_prior_encoded(n_init - 1, rng):
+            design.append(Configuration(cs, values=task.space.decode(U)[0]))
+        initial = BlackBoxFacade.get_initial_design(
+            scenario, n_configs=0, additional_configs=design
+        )
+        acquisition = PriorAcquisitionFunction(EI(), decay_beta=budget / 10.0)
+        maximizer = LocalAndSortedRandomSearch(
+            cs,
+            acquisition_function=acquisition,
+            challengers=_SMAC_CHALLENGERS,
+            seed=seed,
+            uniform_configspace=uniform_cs,
+            prior_sampling_fraction=0.5,
+        )
+        smac = BlackBoxFacade(
+            scenario,
+            target_function=lambda config, seed=0: 0.0,  # ask/tell: never called
+            initial_design=initial,
+            acquisition_function=acquisition,
+            acquisition_maximizer=maximizer,
+            intensifier=BlackBoxFacade.get_intensifier(scenario, max_config_calls=1),
+            overwrite=True,
+            logging_level=40,
+        )
+        recorder = _Recorder(task, seed)
+        for _ in range(budget):
+            t0 = time.perf_counter()
+            info = smac.ask()
+            seconds = time.perf_counter() - t0
+            params = task.space.validate(dict(info.config))
+            smac.tell(info, TrialValue(cost=recorder.evaluate(params, seconds)))
+        return recorder.records
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def _without_priors(space: SearchSpace) -> SearchSpace:
+    from dataclasses import replace
+
+    from headstart.priors import Uniform
+
+    params: dict[str, Any] = {}
+    for name, p in space.items():
+        if isinstance(p, Float | Int):
+            params[name] = replace(p, prior=Uniform())
+        elif isinstance(p, Categorical):
+            params[name] = Categorical(p.choices)
+        else:
+            params[name] = p
+    return SearchSpace(params)
+
+
 # --- plain BoTorch ----------------------------------------------------------------------------------
 # NOTE: the defaults of the BoTorch tutorials ("closed-loop BO"), not tuned for speed.
 _BOTORCH_NUM_RESTARTS = 10
@@ -354,6 +482,16 @@ register_method("headstart-mtgp", run_headstart_mtgp)
 register_method("optuna-tpe", run_optuna_tpe)
 register_method("optuna-gp", run_optuna_gp)
 register_method("botorch-gp", run_botorch_gp)
+register_method("smac-pibo", run_smac_pibo)
+register_method("headstart-pibo", run_headstart_pibo)
+register_method("headstart-pibo-ei", run_headstart_pibo_ei)
+register_method("prior-sampling", run_prior_sampling)
+for _beta in (1, 2, 5, 10, 20, 50):
+    register_method(
+        f"headstart-pibo-beta{_beta}",
+        prior_strength_method(_beta),
+        description=f"headstart piBO (LogEI) with prior_strength beta = {_beta}",
+    )
 
 __all__ = [
     "DESCRIPTIONS",
@@ -374,4 +512,5 @@ __all__ = [
     "run_headstart_stackgp",
     "run_optuna_gp",
     "run_optuna_tpe",
+    "run_smac_pibo",
 ]
