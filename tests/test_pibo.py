@@ -231,3 +231,40 @@ def test_transfer_composes_with_user_priors():
     )
     p = plain.ask().params
     assert abs(p["x"] - 0.5) < 0.2 and abs(p["y"] - 0.5) < 0.2
+
+
+def test_acquisition_slice_and_cli_plot(tmp_path):
+    from typer.testing import CliRunner
+
+    from headstart.cli import app
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    space = hs.SearchSpace(
+        {
+            "x": hs.Float(0.0, 1.0, prior=hs.Normal(0.6, 0.1)),
+            "y": hs.Float(0.0, 1.0),
+            "c": hs.Categorical(["a", "b"], weights=[3, 1]),
+        }
+    )
+    study = hs.create_study("s", space, storage=url, n_initial=3, seed=0)
+    study.optimize(lambda p: _quadratic(p) + (p["c"] == "b"), n_trials=5)
+    data = study.acquisition_slice("x", points=11)
+    assert data["grid"][0].shape == (11,) and data["kind"] == "logei"
+    gamma = study.prior_weight()
+    assert data["exponent"] == pytest.approx(gamma)
+    # piBO in log space: LogEI + gamma * log pi, exactly
+    np.testing.assert_allclose(data["pibo"], data["acquisition"] + gamma * data["prior"])
+    two = study.acquisition_slice("x", "c", points=7)
+    assert two["prior"].shape == (7, 2)
+    with pytest.raises(hs.InvalidSettingError, match="free parameters"):
+        study.acquisition_slice("nope")
+    runner = CliRunner()
+    for extra in (["--param", "x"], ["--param", "y", "--param2", "c", "--points", "9"]):
+        png = tmp_path / f"slice{len(extra)}.png"
+        result = runner.invoke(
+            app, ["studies", "prior-plot", "s", str(png), *extra, "--storage", url]
+        )
+        assert result.exit_code == 0, result.output
+        assert png.stat().st_size > 10_000
+    shown = runner.invoke(app, ["studies", "show", "s", "--storage", url])
+    assert "piBO" in shown.output

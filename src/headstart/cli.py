@@ -182,6 +182,11 @@ def studies_show(
         value = "-" if t.value is None else f"{t.value:.6g}"
         table.add_row(str(t.number), t.state, value, json.dumps(t.params), t.source)
     out.print(table)
+    if study.belief is not None:
+        out.print(
+            f"piBO: the next suggestion weights the priors by pi(x)^{study.prior_weight():.3g} "
+            "(beta / n, decaying with every step)"
+        )
     if plot is not None:
         from headstart.plots import plot_convergence
 
@@ -195,6 +200,27 @@ def studies_show(
             "(or rgpe / stackgp / mtgp).",
             param_hint="--weights-plot",
         )
+
+
+@studies_app.command("prior-plot")
+def studies_prior_plot(
+    name: Annotated[str, typer.Argument(help="Name of the study.")],
+    out: Annotated[Path, typer.Argument(help="PNG file to write.")],
+    param: Annotated[str, typer.Option(help="Parameter to vary along the slice.")],
+    param2: Annotated[
+        str | None, typer.Option(help="Second parameter, for a 2-D slice (heat maps).")
+    ] = None,
+    points: Annotated[int, typer.Option(min=5, help="Grid points per varied parameter.")] = 101,
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+) -> None:
+    """Plot the prior, the plain acquisition and the piBO acquisition on a 1-D or 2-D slice
+    through the best trial (every other parameter at its best value)."""
+    import headstart as hs
+    from headstart.plots import plot_prior_slice
+
+    study = hs.load_study(name, storage)
+    plot_prior_slice(study, out, param, param2, points=points)
+    _console().print(f"Prior / acquisition slice: {out}")
 
 
 def _show_transfer(study, out, weights_plot: Path | None) -> None:

@@ -1,9 +1,11 @@
-"""Plots a person would rather look at than a table: convergence of a study."""
+"""Plots a person would rather look at than a table: convergence, and piBO's prior slices."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+_LOG_RANGE = 30.0  # heat maps of log acquisitions show the top 30 nats
 
 
 def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = None) -> Path:
@@ -61,3 +63,79 @@ def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = No
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_prior_slice(
+    study: Any, path: str | Path, param: str, param2: str | None = None, *, points: int = 101
+) -> Path:
+    """Save the prior, the plain acquisition and the piBO acquisition on a 1-D or 2-D slice.
+
+    See :meth:`headstart.Study.acquisition_slice`; other parameters sit at the best trial.
+    Returns the path written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    data = study.acquisition_slice(param, param2, points=points)
+    name = {"logei": "LogEI", "ei": "EI", "pi": "PI", "ucb": "UCB"}[data["kind"]]
+    logged = data["kind"] == "logei" or (data["kind"] == "ucb" and data["pibo"] is not None)
+    panels = [
+        ("prior: log pi(x)", data["prior"]),
+        (f"acquisition: {name}", data["acquisition"]),
+    ]
+    if data["pibo"] is not None:
+        gamma = data["exponent"]
+        title = (
+            f"piBO: {'log softplus(UCB - best)' if data['kind'] == 'ucb' else name} "
+            f"+ {gamma:.3g} log pi(x)"
+            if logged
+            else f"piBO: {name} x pi(x)^{gamma:.3g}"
+        )
+        panels.append((title, data["pibo"]))
+    if param2 is None:
+        fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 2.2 * len(panels)), sharex=True)
+        x, labels = _numeric_axis(data["grid"][0])
+        for ax, (title, values) in zip(np.atleast_1d(axes), panels, strict=True):
+            ax.plot(x, values, lw=1.8, marker="o" if labels else None)
+            ax.set_title(title, fontsize=9)
+            ax.grid(alpha=0.3)
+        np.atleast_1d(axes)[-1].set_xlabel(param)
+        if labels:
+            np.atleast_1d(axes)[-1].set_xticks(range(len(labels)), labels)
+    else:
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+        (x, xlabels), (y, ylabels) = _numeric_axis(data["grid"][0]), _numeric_axis(data["grid"][1])
+        for ax, (title, values) in zip(np.atleast_1d(axes), panels, strict=True):
+            top = float(np.nanmax(values))
+            floor = top - _LOG_RANGE if logged and title != panels[0][0] else None
+            mesh = ax.pcolormesh(x, y, values, shading="auto", cmap="viridis", vmin=floor)
+            fig.colorbar(mesh, ax=ax, fraction=0.046)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel(param)
+            ax.set_ylabel(param2)
+            if xlabels:
+                ax.set_xticks(range(len(xlabels)), xlabels)
+            if ylabels:
+                ax.set_yticks(range(len(ylabels)), ylabels)
+    fig.suptitle(f"{study.name}: slice through the best trial", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _numeric_axis(values):
+    """Plot coordinates for slice values: numbers as they are, categories as 0, 1, ... + labels."""
+    import numpy as np
+
+    try:
+        return values.astype(float), None
+    except (TypeError, ValueError):
+        labels = list(dict.fromkeys(values.ravel().tolist()))
+        codes = np.vectorize(labels.index)(values).astype(float)
+        return codes, [str(v) for v in labels]

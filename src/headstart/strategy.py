@@ -201,6 +201,25 @@ class Strategy:
         )
         return engine.surrogate
 
+    def criteria(self, completed: Sequence[Mapping], values: Sequence[float]):
+        """The plain and the piBO criterion the next suggestion would use (for plots).
+
+        Returns:
+            ``(plain, pibo)``: :class:`~headstart._gp.acquisition.Criterion` objects on the
+            encoded cube; ``pibo`` is ``None`` when piBO is off.
+        """
+        if self.method == "random":
+            raise InvalidSettingError("method='random' has no acquisition function to show.")
+        engine = self._transfer_engine() if self.is_transfer else self._gp_engine()
+        X = self.space.encode(list(completed)) if len(completed) else np.zeros((0, self.space.dim))
+        y = np.asarray(values, dtype=np.float64)
+        plain = engine.criterion(X, y)
+        if self.belief is None:
+            return plain, None
+        step = self.bo_step(len(completed))
+        prior = self.belief.weight(self.prior_strength, step, self.prior_candidate_share)
+        return plain, engine.criterion(X, y, prior)
+
     def suggest(
         self,
         completed: Sequence[Mapping],

@@ -390,6 +390,65 @@ class Study:
         n = sum(1 for r in records if r.state in (TrialState.COMPLETE, TrialState.RUNNING))
         return self._strategy.prior_exponent(n)
 
+    def acquisition_slice(
+        self, param: str, param2: str | None = None, *, points: int = 101
+    ) -> dict[str, Any]:
+        r"""The prior, the plain acquisition and the piBO acquisition on a 1-D or 2-D slice.
+
+        The slice varies ``param`` (and ``param2``) over its range with every other parameter at
+        the best trial's value; the model is the one the next suggestion would use.
+
+        Returns:
+            A dict with ``"params"`` (the varied names), ``"grid"`` (a list of value arrays, one
+            per varied parameter), ``"prior"`` (``log pi``), ``"acquisition"``, ``"pibo"`` (both in
+            the criterion's units: log for LogEI and shifted UCB; ``None`` when piBO is off),
+            ``"kind"`` and ``"exponent"`` (``beta / n``); 2-D slices hold ``points x points``
+            arrays.
+
+        Raises:
+            NoCompletedTrialsError: nothing to fit yet.
+            InvalidSettingError: an unknown or fixed parameter, or ``method="random"``.
+        """
+        names = [param] if param2 is None else [param, param2]
+        free = [c.name for c in self.space.columns]
+        for name in names:
+            if name not in free:
+                raise InvalidSettingError(
+                    f"Cannot slice along {name!r}: choose one of the free parameters {free}."
+                )
+        if len(set(names)) != len(names):
+            raise InvalidSettingError("param and param2 must differ.")
+        done = [t for t in self.trials if t.state == "complete"]
+        if not done:
+            raise NoCompletedTrialsError(
+                f"Study {self.name!r} has no completed trial; the acquisition needs data."
+            )
+        plain, pibo = self._strategy.criteria(
+            [t.params for t in done], [self._to_max(t.value) for t in done]
+        )
+        base = self.space.encode([self.best_params])[0]
+        axes = []
+        for name in names:
+            column = self.space.columns[free.index(name)]
+            axes.append(column.grid if column.grid is not None else np.linspace(0, 1, points))
+        mesh = np.meshgrid(*axes, indexing="ij")
+        U = np.repeat(base[None, :], mesh[0].size, axis=0)
+        for name, values in zip(names, mesh, strict=True):
+            U[:, free.index(name)] = values.ravel()
+        decoded = self.space.decode(U)
+        shape = mesh[0].shape
+        belief = self._strategy.belief
+        log_prior = belief.log_pdf(U) if belief is not None else self.space.prior_log_pdf(U)
+        return {
+            "params": names,
+            "grid": [np.array([c[n] for c in decoded], dtype=object).reshape(shape) for n in names],
+            "prior": log_prior.reshape(shape),
+            "acquisition": plain.value(U).reshape(shape),
+            "pibo": None if pibo is None else pibo.value(U).reshape(shape),
+            "kind": plain.kind,
+            "exponent": 0.0 if pibo is None or pibo.prior is None else pibo.prior.exponent,
+        }
+
     @property
     def belief(self) -> UserBelief | None:
         """The user's belief piBO uses (``None`` when piBO is off)."""

@@ -149,6 +149,33 @@ class GPOptimizer:
             ``d`` point in ``[0, 1]``, integer / categorical entries exactly on their grids.
         """
         d = len(self.dims)
+        train_X, train_y = self._clean(train_X, train_y)
+        if len(train_y) == 0:
+            return self._space.snap(rng.random((1, d)))[0]
+        with limit_threads():
+            criterion, y = self._criterion(train_X, train_y, prior)
+            if self.acquisition == "ts":
+                x = thompson_sample(criterion.gp, self._space, train_X, y, rng, criterion)
+            else:
+                ell = criterion.gp.params.lengthscales
+                x = optimize_criterion(criterion, self._space, train_X, y, rng, ell)
+        return self._space.snap(x[None, :])[0]
+
+    def criterion(
+        self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None = None
+    ) -> Criterion:
+        """The criterion :meth:`suggest` would maximize on this data (for plots and diagnostics).
+
+        Thompson sampling has no deterministic criterion; LogEI stands in for it.
+        """
+        train_X, train_y = self._clean(train_X, train_y)
+        if len(train_y) == 0:
+            raise ValueError("The criterion needs at least one finite observation.")
+        with limit_threads():
+            return self._criterion(train_X, train_y, prior)[0]
+
+    def _clean(self, train_X: np.ndarray, train_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        d = len(self.dims)
         train_X = np.asarray(train_X, dtype=np.float64).reshape(-1, d)
         train_y = np.asarray(train_y, dtype=np.float64).reshape(-1)
         if len(train_X) != len(train_y):
@@ -156,31 +183,26 @@ class GPOptimizer:
                 f"train_X has {len(train_X)} rows but train_y has {len(train_y)} values."
             )
         keep = np.isfinite(train_y) & np.isfinite(train_X).all(axis=1)
-        train_X, train_y = self._space.snap(train_X[keep]), train_y[keep]
-        if len(train_y) == 0:
-            return self._space.snap(rng.random((1, d)))[0]
+        return self._space.snap(train_X[keep]), train_y[keep]
+
+    def _criterion(
+        self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None
+    ) -> tuple[Criterion, np.ndarray]:
         std = train_y.std()
         y = (train_y - train_y.mean()) / (std if std > 0 else 1.0)
-        with limit_threads():
-            X_t, y_t = torch.from_numpy(train_X), torch.from_numpy(y)
-            params = self._fit(X_t, y_t)
-            gp = ExactGP(train_X, y, self._space.is_cat, params)
-            self._last_fit = FitSummary(
-                lengthscales=params.lengthscales,
-                outputscale=params.outputscale,
-                noise=params.noise,
-                mll=gp.mll,
-                map_objective=self._map_objective,
-                n_train=len(y),
-                warm_started=self._warm_started,
-            )
-            kind = "logei" if self.acquisition == "ts" else self.acquisition
-            criterion = Criterion(gp, kind, float(y.max()), prior, beta=self.ucb_beta)
-            if self.acquisition == "ts":
-                x = thompson_sample(gp, self._space, train_X, y, rng, criterion)
-            else:
-                x = optimize_criterion(criterion, self._space, train_X, y, rng, params.lengthscales)
-        return self._space.snap(x[None, :])[0]
+        params = self._fit(torch.from_numpy(train_X), torch.from_numpy(y))
+        gp = ExactGP(train_X, y, self._space.is_cat, params)
+        self._last_fit = FitSummary(
+            lengthscales=params.lengthscales,
+            outputscale=params.outputscale,
+            noise=params.noise,
+            mll=gp.mll,
+            map_objective=self._map_objective,
+            n_train=len(y),
+            warm_started=self._warm_started,
+        )
+        kind = "logei" if self.acquisition == "ts" else self.acquisition
+        return Criterion(gp, kind, float(y.max()), prior, beta=self.ucb_beta), y
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> GPParams:
         n, d = X.shape

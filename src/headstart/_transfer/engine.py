@@ -80,27 +80,41 @@ class TransferOptimizer:
             ``d`` point in ``[0, 1]``, integer / categorical entries exactly on their grids.
         """
         d = len(self.dims)
-        train_X = np.asarray(train_X, dtype=np.float64).reshape(-1, d)
-        train_y = np.asarray(train_y, dtype=np.float64).reshape(-1)
-        keep = np.isfinite(train_y) & np.isfinite(train_X).all(axis=1)
-        train_X, train_y = self._space.snap(train_X[keep]), train_y[keep]
-        surrogate = self.surrogate
+        train_X, train_y = self._clean(train_X, train_y)
         with limit_threads():
-            posterior, y_model = surrogate.condition(train_X, train_y, rng)
-            improvement = self.acquisition in ("logei", "ei", "pi")
-            kind = self.acquisition if improvement and len(y_model) else "ucb"
-            best_f = float(y_model.max()) if len(y_model) else 0.0
-            criterion = Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta)
+            criterion, y_model = self._criterion(train_X, train_y, prior, rng)
             if self.acquisition == "ts" and len(y_model):
-                x = thompson_sample(posterior, self._space, train_X, y_model, rng, criterion)
+                x = thompson_sample(criterion.gp, self._space, train_X, y_model, rng, criterion)
             else:
-                ell = getattr(posterior, "lengthscales", None)
+                ell = getattr(criterion.gp, "lengthscales", None)
                 if ell is None:
                     ell = np.full(d, DEFAULT_SEARCH_LENGTHSCALE)
                 x = optimize_criterion(
                     criterion, self._space, train_X, y_model, rng, np.asarray(ell, dtype=float)
                 )
         return self._space.snap(x[None, :])[0]
+
+    def criterion(
+        self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None = None
+    ) -> Criterion:
+        """The criterion :meth:`suggest` would maximize on this data (for plots and diagnostics)."""
+        train_X, train_y = self._clean(train_X, train_y)
+        with limit_threads():
+            return self._criterion(train_X, train_y, prior, np.random.default_rng(0))[0]
+
+    def _clean(self, train_X: np.ndarray, train_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        d = len(self.dims)
+        train_X = np.asarray(train_X, dtype=np.float64).reshape(-1, d)
+        train_y = np.asarray(train_y, dtype=np.float64).reshape(-1)
+        keep = np.isfinite(train_y) & np.isfinite(train_X).all(axis=1)
+        return self._space.snap(train_X[keep]), train_y[keep]
+
+    def _criterion(self, train_X, train_y, prior, rng) -> tuple[Criterion, np.ndarray]:
+        posterior, y_model = self.surrogate.condition(train_X, train_y, rng)
+        improvement = self.acquisition in ("logei", "ei", "pi")
+        kind = self.acquisition if improvement and len(y_model) else "ucb"
+        best_f = float(y_model.max()) if len(y_model) else 0.0
+        return Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta), y_model
 
 
 __all__ = ["TransferOptimizer"]
