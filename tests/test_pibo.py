@@ -42,6 +42,13 @@ def test_default_prior_strength_is_budget_over_ten():
     assert default_prior_strength(None) == 10.0
 
 
+def test_default_acquisition_is_ei_with_priors():
+    assert hs.create_study("a", _space(), storage=None).settings["acquisition"] == "ei"
+    assert hs.create_study("b", _space(False), storage=None).settings["acquisition"] == "logei"
+    off = hs.create_study("c", _space(), storage=None, use_priors=False)
+    assert off.settings["acquisition"] == "logei"
+
+
 def test_exponent_decays_as_beta_over_n_after_the_design():
     study = hs.create_study("s", _space(), storage=None, budget=40, n_initial=3, seed=0)
     weights = []
@@ -249,11 +256,20 @@ def test_acquisition_slice_and_cli_plot(tmp_path):
     study = hs.create_study("s", space, storage=url, n_initial=3, seed=0)
     study.optimize(lambda p: _quadratic(p) + (p["c"] == "b"), n_trials=5)
     data = study.acquisition_slice("x", points=11)
-    assert data["grid"][0].shape == (11,) and data["kind"] == "logei"
+    assert data["grid"][0].shape == (11,) and data["kind"] == "ei"  # the default with priors
     gamma = study.prior_weight()
     assert data["exponent"] == pytest.approx(gamma)
-    # piBO in log space: LogEI + gamma * log pi, exactly
-    np.testing.assert_allclose(data["pibo"], data["acquisition"] + gamma * data["prior"])
+    # Eq. 6: EI * pi^gamma, exactly
+    np.testing.assert_allclose(
+        data["pibo"], data["acquisition"] * np.exp(gamma * data["prior"]), rtol=1e-10, atol=1e-300
+    )
+    logei = hs.create_study("l", space, storage=None, n_initial=3, seed=0, acquisition="logei")
+    logei.optimize(lambda p: _quadratic(p) + (p["c"] == "b"), n_trials=5)
+    data = logei.acquisition_slice("x", points=11)
+    # in log space: LogEI + gamma * log pi, exactly
+    np.testing.assert_allclose(
+        data["pibo"], data["acquisition"] + logei.prior_weight() * data["prior"]
+    )
     two = study.acquisition_slice("x", "c", points=7)
     assert two["prior"].shape == (7, 2)
     with pytest.raises(hs.InvalidSettingError, match="free parameters"):

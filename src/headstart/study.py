@@ -569,8 +569,9 @@ def create_study(
         seed: Seed of every suggestion (drawn at random and stored when ``None``).
         n_initial: Size of the Sobol initial design (default ``min(2d + 1, budget / 5)``).
         budget: Planned number of trials (sets the default ``n_initial``).
-        acquisition: ``"logei"``, ``"ucb"`` or ``"ts"``; default ``"logei"``, and ``"ucb"`` for
-            transfer methods (as in the ScaML-GP paper).
+        acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``; default ``"logei"``,
+            ``"ei"`` when priors are active (piBO; measured to recover faster from a wrong prior),
+            and ``"ucb"`` for transfer methods (as in the ScaML-GP paper).
         deterministic: Set ``True`` when evaluating the same configuration twice gives the same
             value (simulations, test functions): the GP then interpolates instead of fitting a
             noise level, which converges faster on such objectives.
@@ -604,7 +605,13 @@ def create_study(
             f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "
             "hs.SearchSpace({...})."
         )
-    acquisition = acquisition if acquisition is not None else default_acquisition(method)
+    if acquisition is None:
+        prior_active = (
+            use_priors is True
+            and (space.has_priors or prior_density is not None)
+            and prior_strength != 0
+        )
+        acquisition = default_acquisition(method, prior_active)
     _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
     if prior_strength is not None:
         prior_strength = check_prior_strength(prior_strength)

@@ -180,13 +180,13 @@ def run_headstart_random(task: Task, seed: int, budget: int) -> list[dict[str, A
 
 
 def run_headstart_pibo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """headstart piBO: GP-BO with LogEI * pi^(beta/n), beta = budget/10, prior-based design."""
+    """headstart piBO, defaults: EI * pi^(beta/n), beta = budget/10, prior-based design."""
     return _run_headstart(task, seed, budget, "gp", use_priors=True)
 
 
-def run_headstart_pibo_ei(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """headstart piBO with plain EI (linear space, as in the paper): EI * pi^(beta/n)."""
-    return _run_headstart(task, seed, budget, "gp", use_priors=True, acquisition="ei")
+def run_headstart_pibo_logei(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart piBO with LogEI: LogEI + (beta/n) log pi."""
+    return _run_headstart(task, seed, budget, "gp", use_priors=True, acquisition="logei")
 
 
 def prior_strength_method(beta: float) -> Method:
@@ -484,7 +484,7 @@ register_method("optuna-gp", run_optuna_gp)
 register_method("botorch-gp", run_botorch_gp)
 register_method("smac-pibo", run_smac_pibo)
 register_method("headstart-pibo", run_headstart_pibo)
-register_method("headstart-pibo-ei", run_headstart_pibo_ei)
+register_method("headstart-pibo-logei", run_headstart_pibo_logei)
 register_method("prior-sampling", run_prior_sampling)
 for _beta in (1, 2, 5, 10, 20, 50):
     register_method(
