@@ -109,14 +109,11 @@ def test_screening_draws_a_share_of_candidates_from_the_prior():
     space = _space()
     belief = UserBelief(space)
 
-    class _Crit:
-        prior = PriorWeight(belief.log_pdf, 1.0, sample=belief.sample, candidate_share=0.5)
-
-    pts = screening_points(_Crit(), 2, 1000, np.random.default_rng(0))
+    prior = PriorWeight(belief.log_pdf, 1.0, sample=belief.sample, candidate_share=0.5)
+    pts = screening_points(prior, 2, 1000, np.random.default_rng(0))
     near = np.all(np.abs(pts - [0.65, 0.35]) < 0.2, axis=1)
     assert pts.shape == (1000, 2)
     assert 0.5 <= near.mean() < 0.6  # the prior half, plus uniform points that land nearby
-    _Crit.prior = PriorWeight(belief.log_pdf, 1.0, sample=belief.sample, candidate_share=0.0)
     assert np.all(np.abs(pts - [0.65, 0.35]) < 0.2, axis=1)[:500].mean() < 0.3
 
 

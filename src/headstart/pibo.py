@@ -66,6 +66,12 @@ def check_candidate_share(value: object) -> float:
     return float(value)
 
 
+def pibo_active(belief: UserBelief | None, prior_strength: float | None) -> bool:
+    """Whether piBO weights the acquisition: a non-flat belief and a strength that is not 0
+    (``None`` means the default strength, which is positive)."""
+    return belief is not None and belief.active and prior_strength != 0
+
+
 class UserBelief:
     r"""The belief ``pi(x)`` of a study: per-parameter priors times an optional joint density.
 

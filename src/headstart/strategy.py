@@ -22,7 +22,12 @@ import numpy as np
 from scipy.stats import qmc
 
 from headstart.exceptions import InvalidSettingError
-from headstart.pibo import DEFAULT_CANDIDATE_SHARE, UserBelief, default_prior_strength
+from headstart.pibo import (
+    DEFAULT_CANDIDATE_SHARE,
+    UserBelief,
+    default_prior_strength,
+    pibo_active,
+)
 from headstart.space import SearchSpace
 
 TRANSFER_METHODS = ("scaml", "rgpe", "stackgp", "mtgp")
@@ -113,8 +118,9 @@ class Strategy:
     ) -> None:
         if method not in METHODS:
             raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
-        prior_active = belief is not None and belief.active and prior_strength != 0
-        acquisition = acquisition or default_acquisition(method, prior_active)
+        acquisition = acquisition or default_acquisition(
+            method, pibo_active(belief, prior_strength)
+        )
         if acquisition not in ACQUISITIONS:
             raise InvalidSettingError(
                 f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}."
@@ -139,9 +145,7 @@ class Strategy:
         self.prior_strength = (
             default_prior_strength(budget) if prior_strength is None else float(prior_strength)
         )
-        self.belief = belief if (belief is not None and belief.active) else None
-        if self.prior_strength == 0:
-            self.belief = None
+        self.belief = belief if pibo_active(belief, self.prior_strength) else None
         self.prior_design = prior_design
         self.prior_candidate_share = prior_candidate_share
         self._engine = None

@@ -43,6 +43,7 @@ from headstart.pibo import (
     UserBelief,
     check_candidate_share,
     check_prior_strength,
+    pibo_active,
 )
 from headstart.sources import resolve_sources
 from headstart.space import SearchSpace
@@ -605,22 +606,18 @@ def create_study(
             f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "
             "hs.SearchSpace({...})."
         )
-    if acquisition is None:
-        prior_active = (
-            use_priors is True
-            and (space.has_priors or prior_density is not None)
-            and prior_strength != 0
-        )
-        acquisition = default_acquisition(method, prior_active)
-    _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
     if prior_strength is not None:
         prior_strength = check_prior_strength(prior_strength)
     prior_candidate_share = check_candidate_share(prior_candidate_share)
     for label, flag in (("use_priors", use_priors), ("prior_design", prior_design)):
         if not isinstance(flag, bool):
             raise InvalidSettingError(f"{label} must be True or False; got {flag!r}.")
-    if use_priors:
-        UserBelief(space, prior_density).validate()  # a broken density fails here, not mid-run
+    belief = UserBelief(space, prior_density) if use_priors else None
+    if acquisition is None:
+        acquisition = default_acquisition(method, pibo_active(belief, prior_strength))
+    _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
+    if belief is not None:
+        belief.validate()  # a broken density fails here, not mid-run
     store = get_storage(storage)
     transfer = None
     if transfer_from is not None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import qmc
 
-from headstart._gp.acquisition import Criterion, log_softplus
+from headstart._gp.acquisition import Criterion, PriorWeight, log_softplus
 from headstart._gp.lbfgsb import batched_lbfgsb
 from headstart._gp.model import ExactGP
 
@@ -165,7 +165,7 @@ def optimize_criterion(
         ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
     """
     d = space.dim
-    pool = space.snap(screening_points(criterion, d, N_SOBOL, rng))
+    pool = space.snap(screening_points(criterion.prior, d, N_SOBOL, rng))
     pool_values = criterion.value(pool)
     starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
     if len(train_y):
@@ -225,9 +225,10 @@ def optimize_criterion(
     return _best_non_duplicate(all_X, all_F, train_X)
 
 
-def screening_points(criterion: Criterion, d: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` Sobol points, a share of them replaced by prior draws when piBO is active."""
-    prior = criterion.prior
+def screening_points(
+    prior: PriorWeight | None, d: int, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` Sobol points, a share of them replaced by draws from piBO's ``prior`` (if any)."""
     n_prior = 0
     if prior is not None and prior.sample is not None:
         n_prior = round(n * prior.candidate_share)
@@ -280,10 +281,8 @@ def thompson_sample(
     for j in space.discrete_cols:
         redraw = rng.random(len(local)) < 1.0 / d
         local[redraw, j] = rng.choice(space.grids[j], size=int(redraw.sum()))
-    if criterion is None:
-        screen = _sobol(d, TS_N_SOBOL, rng)
-    else:  # with a piBO prior, part of the Sobol points are prior draws
-        screen = screening_points(criterion, d, TS_N_SOBOL, rng)
+    prior = None if criterion is None else criterion.prior
+    screen = screening_points(prior, d, TS_N_SOBOL, rng)  # with piBO, part are prior draws
     cand = space.snap(np.concatenate([screen, local]))
     cand = np.unique(cand, axis=0)
     fresh = ~is_duplicate(cand, train_X)
