@@ -65,3 +65,48 @@ class TrialProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+
+
+class KernelSearchProgress:
+    """Context manager showing a kernel search: oracle calls done, best expression and score."""
+
+    def __init__(self, budget: int, *, enabled: bool = True) -> None:
+        self._budget, self._enabled = budget, enabled and budget > 0
+        self._progress = None
+        self._task = None
+        self._best = -float("inf")
+
+    def __enter__(self) -> KernelSearchProgress:
+        if not self._enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from rich.progress import TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]kernel search"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("best [cyan]{task.fields[score]}[/] {task.fields[expr]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
+        self._progress.__enter__()
+        self._task = self._progress.add_task("search", total=self._budget, score="-", expr="")
+        return self
+
+    def update(self, evaluation: Any) -> None:
+        """Advance by one oracle call (a :class:`headstart.kernels.strategies.Evaluation`)."""
+        if self._progress is None:
+            return
+        result = evaluation.result
+        fields = {}
+        if result.score > self._best:
+            self._best = result.score
+            expr = result.expression
+            fields = {"score": f"{result.score:.4f}", "expr": expr if len(expr) < 50 else expr[:47] + "..."}
+        self._progress.update(self._task, advance=1, **fields)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

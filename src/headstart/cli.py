@@ -1,4 +1,4 @@
-r"""The ``headstart`` command line: a demo, study management and the benchmark runner.
+r"""The ``headstart`` command line: a demo, study management, kernel search and the benchmarks.
 
 Data (tables, CSV, JSON) goes to stdout; messages, progress bars and errors go to stderr.
 Every command takes ``--storage`` (default: ``$HEADSTART_STORAGE`` or ``sqlite:///headstart.db``).
@@ -28,6 +28,10 @@ studies_app = typer.Typer(
     help="List, inspect, export and delete stored studies.", no_args_is_help=True
 )
 app.add_typer(studies_app, name="studies")
+kernels_app = typer.Typer(
+    help="Search a GP kernel structure for a data set (BOSOT).", no_args_is_help=True
+)
+app.add_typer(kernels_app, name="kernels")
 
 StorageOpt = Annotated[
     str,
@@ -187,6 +191,10 @@ def studies_show(
             f"piBO: the next suggestion weights the priors by pi(x)^{study.prior_weight():.3g} "
             "(beta / n, decaying with every step)"
         )
+    kernel = study.settings.get("kernel", "matern")
+    if kernel != "matern":
+        current = study.kernel_expression or "(not fitted yet)"
+        out.print(f"GP kernel ({'searched by BOSOT' if kernel == 'auto' else 'given'}): {current}")
     if plot is not None:
         from headstart.plots import plot_convergence
 
@@ -280,6 +288,89 @@ def studies_delete(
         raise typer.Exit(1)
     hs.delete_study(name, storage)
     _console().print(f"Deleted study {name!r} from {storage}.")
+
+
+# --- kernels ------------------------------------------------------------------------------------
+@kernels_app.command("search")
+def kernels_search(
+    data: Annotated[Path, typer.Argument(help="CSV file with a header row; numeric columns.")],
+    target: Annotated[str, typer.Option(help="Name of the column to model.")],
+    column: Annotated[
+        list[str] | None,
+        typer.Option(help="Input column (repeat for several; default: every other column)."),
+    ] = None,
+    budget: Annotated[int, typer.Option(min=1, help="Kernels to score (oracle calls).")] = 50,
+    space: Annotated[
+        str,
+        typer.Option(
+            help="Base kernels on every input: 'full' (SE, LIN, PER, RQ) or 'se-rq' (SE, RQ), "
+            "joined by + and *."
+        ),
+    ] = "full",
+    method: Annotated[
+        str, typer.Option(help="Search strategy: bosot (default), greedy or random.")
+    ] = "bosot",
+    criterion: Annotated[
+        str, typer.Option(help="laplace (log evidence / N, default) or bic (BIC / N).")
+    ] = "laplace",
+    restarts: Annotated[
+        int, typer.Option(min=1, help="MAP restarts per scored kernel (paper: 10).")
+    ] = 10,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes scoring kernels in parallel.")
+    ] = 1,
+    ea_steps: Annotated[
+        int, typer.Option(min=1, help="BOSOT's evolutionary-algorithm generations per step.")
+    ] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the search (same seed, same run).")] = 0,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="PNG of the fit with its uncertainty (default: <data>_kernel.png)."),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON to stdout.")
+    ] = False,
+) -> None:
+    """Find the kernel with the highest Laplace evidence for TARGET given the other columns.
+
+    Prints the best expression (e.g. SE[0] * PER[0] + LIN[0], where [i] is the i-th input
+    column), its evidence and its fitted hyperparameters (on inputs scaled to [0, 1] and a
+    standardised target), and saves a plot of the fit.
+    """
+    from headstart.kernels.search import load_csv, search
+    from headstart.plots import plot_kernel_fit
+
+    X, y, columns = load_csv(data, target, column)
+    result = search(
+        X, y, budget=budget, space=space, method=method, criterion=criterion,
+        restarts=restarts, workers=workers, seed=seed, ea_steps=ea_steps, columns=columns,
+    )  # fmt: skip
+    plot = plot or data.with_name(f"{data.stem}_kernel.png")
+    plot_kernel_fit(result, X, y, plot, target=target)
+    if json_out:
+        payload = {
+            "expression": result.expression,
+            "score": result.score,
+            "log_evidence": result.log_evidence,
+            "hyperparameters": result.hyperparameters,
+            "columns": columns,
+            "calls": len(result.history),
+        }
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        from rich.table import Table
+
+        legend = ", ".join(f"[{i}] = {c}" for i, c in enumerate(columns))
+        typer.echo(f"best kernel: {result.expression}    ({legend})")
+        typer.echo(
+            f"log evidence / N: {result.score:.4f}   log evidence: {result.log_evidence:.2f}   "
+            f"({len(result.history)} kernels scored)"
+        )
+        table = Table("hyperparameter", "value", title="MAP hyperparameters (scaled data)")
+        for name, value in result.hyperparameters.items():
+            table.add_row(name, f"{value:.4g}")
+        _console(stderr=False).print(table)
+    _console().print(f"Saved the fit to {plot}.")
 
 
 def _mount_bench() -> None:

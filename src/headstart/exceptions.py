@@ -91,6 +91,38 @@ class ModelFittingError(HeadstartError, RuntimeError):
     """A surrogate model could not be fitted, even after the fallbacks were tried."""
 
 
+# --- kernel search ------------------------------------------------------------------------------
+class KernelExpressionError(HeadstartError, ValueError):
+    """A kernel expression string does not parse (the message points at the position)."""
+
+
+class DatasetError(HeadstartError, ValueError):
+    """A data set handed to the kernel search cannot be used as it is."""
+
+
+class MissingValuesError(DatasetError):
+    """The data set has empty or NaN cells (the message names the columns)."""
+
+
+class NonNumericColumnError(DatasetError):
+    """A column of the data set holds text or other non-numeric values (the message names it)."""
+
+
+class UnknownColumnError(DatasetError, KeyError):
+    """The requested target column does not exist (the message lists the columns)."""
+
+    def __str__(self) -> str:  # KeyError would print the message with quotes around it
+        return str(self.args[0]) if self.args else ""
+
+
+class TooFewRowsError(DatasetError):
+    """The data set has fewer rows than a GP kernel search needs (5)."""
+
+
+class ConstantTargetError(DatasetError):
+    """Every target value is the same, so no kernel can explain anything."""
+
+
 # --- warnings -------------------------------------------------------------------------------------
 class HeadstartWarning(UserWarning):
     """Base class of every warning issued by headstart."""
@@ -101,6 +133,13 @@ class NumericsWarning(HeadstartWarning):
 
 
 __all__ = [
+    "ConstantTargetError",
+    "DatasetError",
+    "KernelExpressionError",
+    "MissingValuesError",
+    "NonNumericColumnError",
+    "TooFewRowsError",
+    "UnknownColumnError",
     "DuplicatedStudyError",
     "EmptySourceError",
     "HeadstartError",

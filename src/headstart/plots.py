@@ -139,3 +139,58 @@ def _numeric_axis(values):
         labels = list(dict.fromkeys(values.ravel().tolist()))
         codes = np.vectorize(labels.index)(values).astype(float)
         return codes, [str(v) for v in labels]
+
+
+def plot_kernel_fit(
+    result: Any, X: Any, y: Any, path: str | Path, *, target: str = "y"
+) -> Path:
+    """Save the fit of a kernel search's best kernel with its uncertainty.
+
+    One input: the data, the posterior mean and a 95% band (of ``f`` and of ``y``) over the input
+    range extended by 10% on each side. Several inputs: predicted against observed values with
+    95% error bars. A second panel shows the best criterion value against oracle calls.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    X = np.asarray(X, dtype=float).reshape(len(y), -1)
+    y = np.asarray(y, dtype=float)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.0), dpi=110, width_ratios=[2, 1])
+    model = result.model
+    if X.shape[1] == 1:
+        lo, hi = X[:, 0].min(), X[:, 0].max()
+        pad = 0.1 * (hi - lo)
+        grid = np.linspace(lo - pad, hi + pad, 400)[:, None]
+        mean, std_f = model.predict(grid)
+        _, std_y = model.predict(grid, include_noise=True)
+        ax.fill_between(grid[:, 0], mean - 1.96 * std_y, mean + 1.96 * std_y, color="C0",
+                        alpha=0.12, label="95% of y")  # fmt: skip
+        ax.fill_between(grid[:, 0], mean - 1.96 * std_f, mean + 1.96 * std_f, color="C0",
+                        alpha=0.3, label="95% of f")  # fmt: skip
+        ax.plot(grid[:, 0], mean, color="C0", label="posterior mean")
+        ax.plot(X[:, 0], y, "k.", markersize=4, label="data")
+        ax.set_xlabel(result.columns[0] if result.columns else "x0")
+        ax.set_ylabel(target)
+    else:
+        mean, std = model.predict(X, include_noise=True)
+        ax.errorbar(y, mean, yerr=1.96 * std, fmt=".", color="C0", ecolor="C0", alpha=0.6,
+                    markersize=4, label="prediction ± 95%")  # fmt: skip
+        span = [min(y.min(), mean.min()), max(y.max(), mean.max())]
+        ax.plot(span, span, "k--", linewidth=1, label="y = prediction")
+        ax.set_xlabel(f"observed {target}")
+        ax.set_ylabel(f"predicted {target}")
+    ax.set_title(result.expression if len(result.expression) < 70 else result.expression[:67] + "...")
+    ax.legend(fontsize=8)
+    scores = [e.result.score for e in result.history]
+    ax2.plot(np.arange(1, len(scores) + 1), np.maximum.accumulate(scores), color="C1")
+    ax2.plot(np.arange(1, len(scores) + 1), scores, ".", color="C1", alpha=0.4)
+    ax2.set_xlabel("kernels scored")
+    ax2.set_ylabel("log evidence / N (best so far)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

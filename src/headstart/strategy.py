@@ -96,6 +96,11 @@ class Strategy:
         prior_design: Start the initial design at the belief's mode, then draw from the belief.
         prior_candidate_share: Share of the acquisition search's screening points drawn from
             the belief (the rest are Sobol points).
+        kernel: The GP's kernel: ``"matern"`` (Matérn-5/2 ARD, the fast default), ``"auto"``
+            (searched by BOSOT on the study's data and re-searched as it grows) or a kernel
+            expression such as ``"SE[0] * SE[1] + LIN[0]"`` (``[i]`` = i-th parameter).
+        kernel_search: Options of ``kernel="auto"``
+            (:class:`headstart.kernels.engine.KernelSearchSettings`).
     """
 
     def __init__(
@@ -115,6 +120,8 @@ class Strategy:
         prior_strength: float | None = None,
         prior_design: bool = True,
         prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE,
+        kernel: str = "matern",
+        kernel_search: Mapping | None = None,
     ) -> None:
         if method not in METHODS:
             raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
@@ -148,7 +155,32 @@ class Strategy:
         self.belief = belief if pibo_active(belief, self.prior_strength) else None
         self.prior_design = prior_design
         self.prior_candidate_share = prior_candidate_share
+        self.kernel = kernel
+        self.kernel_search = kernel_search
+        if kernel != "matern":
+            from headstart.kernels.engine import KernelSearchSettings, check_kernel
+
+            if method != "gp":
+                raise InvalidSettingError(
+                    f"kernel={kernel!r} needs method='gp'; method={method!r} uses its own model."
+                )
+            if any(c.kind == "categorical" for c in space.columns):
+                raise InvalidSettingError(
+                    f"kernel={kernel!r} supports numeric parameters only; this space has "
+                    "categorical ones. Use kernel='matern' (the default)."
+                )
+            self.kernel = check_kernel(kernel, space.dim)
+            self._kernel_settings = KernelSearchSettings.from_mapping(kernel_search)
         self._engine = None
+
+    @property
+    def kernel_expression(self) -> str | None:
+        """The grammar kernel the GP uses now (``None`` for Matérn or before the first fit)."""
+        if self.kernel == "matern":
+            return None
+        if self._engine is None:
+            return None if self.kernel == "auto" else self.kernel
+        return self._engine.expression
 
     def bo_step(self, n_evaluated: int) -> int:
         """piBO's ``n``: 1 at the first model-based suggestion after the initial design."""
@@ -173,6 +205,19 @@ class Strategy:
             from headstart._gp import DimSpec, GPOptimizer
 
             dims = [DimSpec(kind=c.kind, grid=c.grid) for c in self.space.columns]
+            if self.kernel != "matern":
+                from headstart.kernels.engine import KernelSearchOptimizer
+
+                self._engine = KernelSearchOptimizer(
+                    dims,
+                    kernel=self.kernel,
+                    settings=self._kernel_settings,
+                    acquisition=self.acquisition,
+                    seed=self.seed,
+                    deterministic=self.deterministic,
+                    ucb_beta=self.ucb_beta,
+                )
+                return self._engine
             self._engine = GPOptimizer(
                 dims,
                 acquisition=self.acquisition,

@@ -180,6 +180,8 @@ class Study:
             prior_candidate_share=float(
                 self.settings.get("prior_candidate_share", DEFAULT_CANDIDATE_SHARE)
             ),
+            kernel=self.settings.get("kernel", "matern"),
+            kernel_search=self.settings.get("kernel_search"),
         )
 
     def __repr__(self) -> str:
@@ -188,6 +190,20 @@ class Study:
     @property
     def storage(self) -> Storage:
         return self._storage
+
+    @property
+    def kernel_expression(self) -> str | None:
+        """The searched or given GP kernel (``kernel="auto"`` or an expression), else ``None``.
+
+        Before this session's first suggestion it is the kernel of the latest asked trial.
+        """
+        current = self._strategy.kernel_expression
+        if current is not None or self.settings.get("kernel", "matern") == "matern":
+            return current
+        for record in reversed(self._storage.get_trials(self._id)):
+            if "kernel" in record.user_attrs:
+                return record.user_attrs["kernel"]
+        return None
 
     @property
     def n_initial(self) -> int:
@@ -222,12 +238,11 @@ class Study:
         )
         params = self.space.validate(params)
         seconds = time.perf_counter() - t0
+        attrs: dict[str, Any] = {"seconds_suggest": seconds}
+        if self._strategy.kernel_expression is not None:
+            attrs["kernel"] = self._strategy.kernel_expression
         record = self._storage.create_trial(
-            self._id,
-            state=TrialState.RUNNING,
-            params=params,
-            source="ask",
-            user_attrs={"seconds_suggest": seconds},
+            self._id, state=TrialState.RUNNING, params=params, source="ask", user_attrs=attrs
         )
         return Trial._from_record(record)
 
@@ -555,6 +570,8 @@ def create_study(
     prior_density: JointDensity | None = None,
     prior_design: bool = True,
     prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE,
+    kernel: str = "matern",
+    kernel_search: dict | None = None,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -595,6 +612,13 @@ def create_study(
             from the belief (``False``: Sobol points).
         prior_candidate_share: Share of the acquisition search's screening candidates drawn
             from the belief (default 0.5), so a narrow prior is not missed.
+        kernel: The GP's kernel (``method="gp"``, numeric parameters): ``"matern"`` (default),
+            ``"auto"`` (BOSOT kernel search on the study's data, re-run every
+            ``kernel_search["every"]`` observations; see :mod:`headstart.kernels`) or a fixed
+            expression such as ``"SE[0] * SE[1] + LIN[0]"``, ``[i]`` being the i-th parameter.
+        kernel_search: Options of ``kernel="auto"``: ``every`` (10), ``budget`` (kernels scored
+            per search, 20), ``space`` (``"se-rq"`` or ``"full"``), ``restarts`` (3),
+            ``ea_steps`` (6).
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space or direction.
@@ -618,6 +642,12 @@ def create_study(
     _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
     if belief is not None:
         belief.validate()  # a broken density fails here, not mid-run
+    if kernel != "matern" or kernel_search is not None:  # fail here, not at the first ask()
+        Strategy(space, method=method, kernel=kernel, kernel_search=kernel_search)
+        if kernel not in ("matern", "auto"):
+            from headstart.kernels.engine import check_kernel
+
+            kernel = check_kernel(kernel, space.dim)
     store = get_storage(storage)
     transfer = None
     if transfer_from is not None:
@@ -650,6 +680,8 @@ def create_study(
         "prior_density": prior_density is not None,
         "prior_design": prior_design,
         "prior_candidate_share": prior_candidate_share,
+        "kernel": kernel,
+        "kernel_search": None if kernel_search is None else dict(kernel_search),
     }
     try:
         record = store.create_study(
