@@ -117,6 +117,21 @@ def run_job(dataset: str, method: str, seed: int, budget: int, restarts: int, n_
     return rows, final
 
 
+def _run_jobs(jobs, budget, restarts, n_for, cache_dir, workers):
+    """Yield ``(job, result)`` as jobs finish: inline for one worker, else in a process pool."""
+    if workers <= 1:
+        for d, m, s in jobs:
+            yield (d, m, s), run_job(d, m, s, budget, restarts, n_for(d), cache_dir)
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        futures = {
+            pool.submit(run_job, d, m, s, budget, restarts, n_for(d), cache_dir): (d, m, s)
+            for d, m, s in jobs
+        }
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+
+
 def _append(path: Path, columns: list[str], rows: list[list]) -> None:
     import pandas as pd
 
@@ -240,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="Parallel jobs (processes).")
     p.add_argument("--out", type=Path, default=None, help=f"Output directory (default {DOCS_DIR}).")
     p.add_argument("--report-only", action="store_true", help="Rewrite the report from the CSV.")
-    p.add_argument("--smoke", action="store_true", help="synthetic data, budget 6, 1 seed, temp dir")
+    p.add_argument(
+        "--smoke", action="store_true", help="synthetic data, budget 6, 1 seed, temp dir"
+    )
     args = p.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     methods = [m for m in args.methods.split(",") if m]
@@ -261,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         if final_csv.exists():
             prev = pd.read_csv(final_csv)
             done = set(zip(prev.dataset, prev.method, prev.seed, strict=True))
-        jobs = [(d, m, s) for s in seeds for d in datasets for m in methods if (d, m, s) not in done]
+        jobs = [
+            (d, m, s) for s in seeds for d in datasets for m in methods if (d, m, s) not in done
+        ]
 
         def n_for(d: str):
             if args.n_train:
@@ -269,18 +288,13 @@ def main(argv: list[str] | None = None) -> int:
             return args.uci_n_train if d in ("airfoil", "ccpp", "concrete") else None
 
         start = time.time()
-        with ProcessPoolExecutor(max(1, args.workers)) as pool:
-            futures = {
-                pool.submit(run_job, d, m, s, budget, args.restarts, n_for(d), cache_dir): (d, m, s)
-                for d, m, s in jobs
-            }
-            for i, fut in enumerate(as_completed(futures), 1):
-                rows, final = fut.result()
-                _append(curve_csv, CURVE_COLUMNS, rows)
-                _append(final_csv, FINAL_COLUMNS, [final])
-                d, m, s = futures[fut]
-                print(f"[{i}/{len(jobs)} {time.time() - start:.0f}s] {d} {m} seed {s}: "
-                      f"{final[4]} {final[5]:.4f}", file=sys.stderr, flush=True)  # fmt: skip
+        for i, ((d, m, s), (rows, final)) in enumerate(
+            _run_jobs(jobs, budget, args.restarts, n_for, cache_dir, args.workers), 1
+        ):
+            _append(curve_csv, CURVE_COLUMNS, rows)
+            _append(final_csv, FINAL_COLUMNS, [final])
+            print(f"[{i}/{len(jobs)} {time.time() - start:.0f}s] {d} {m} seed {s}: "
+                  f"{final[4]} {final[5]:.4f}", file=sys.stderr, flush=True)  # fmt: skip
     if not curve_csv.exists():
         print(f"No results in {curve_csv}.", file=sys.stderr)
         return 1

@@ -104,7 +104,9 @@ def test_neighbour_count_and_random_moves():
 
 
 def test_canonical_merges_order_and_association():
-    assert canonical(parse("(SE[0] + LIN[0]) + PER[0]")) == canonical(parse("PER[0] + (LIN[0] + SE[0])"))
+    assert canonical(parse("(SE[0] + LIN[0]) + PER[0]")) == canonical(
+        parse("PER[0] + (LIN[0] + SE[0])")
+    )
     assert canonical(parse("SE[0] * LIN[0]")) != canonical(parse("SE[0] + LIN[0]"))
 
 
@@ -164,7 +166,9 @@ def test_covariance_matches_gpytorch_kernel():
     ours = covariance(tree, values, X, Z)
     theirs = to_gpytorch(tree, values)(X, Z).to_dense()
     torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-8)
-    torch.testing.assert_close(covariance(tree, values, X, diag=True), torch.diagonal(covariance(tree, values, X)))
+    torch.testing.assert_close(
+        covariance(tree, values, X, diag=True), torch.diagonal(covariance(tree, values, X))
+    )
 
 
 def test_gpytorch_kernel_carries_the_papers_priors():
@@ -210,7 +214,9 @@ def test_laplace_evidence_matches_a_numerical_hessian_reference():
     for i in range(d):
         for j in range(d):
             ei, ej = np.eye(d)[i] * h, np.eye(d)[j] * h
-            H[i, j] = (f(raw + ei + ej) - f(raw + ei - ej) - f(raw - ei + ej) + f(raw - ei - ej)) / (4 * h * h)
+            H[i, j] = (
+                f(raw + ei + ej) - f(raw + ei - ej) - f(raw - ei + ej) + f(raw - ei - ej)
+            ) / (4 * h * h)
     sign, logdet = np.linalg.slogdet(-H)
     assert sign > 0
     reference = f(raw) - 0.5 * logdet + 0.5 * d * math.log(2 * math.pi)
@@ -296,7 +302,9 @@ def test_meta_gp_fits_and_ei_prefers_promising_kernels():
     g = KernelGrammar(2, "full")
     pool = list(dict.fromkeys(g.random_walk(rng, int(rng.integers(0, 4))) for _ in range(40)))
     # a score that rewards PER on dimension 0: smooth in the SOT geometry
-    score = np.array([sum(leaf.kind == "PER" and leaf.dim == 0 for leaf in _leaves(t)) for t in pool], float)
+    score = np.array(
+        [sum(leaf.kind == "PER" and leaf.dim == 0 for leaf in _leaves(t)) for t in pool], float
+    )
     model = SOTMetaGP.fit(pool, score, 2)
     assert model.alpha.sum() == pytest.approx(1.0) and (model.alpha >= 0).all()
     mean, var = model.predict(pool)
@@ -312,7 +320,9 @@ def _leaves(tree):
     return leaves(tree)
 
 
-@pytest.mark.parametrize("strategy", [BOSOT(population=20, steps=3), GreedySearch(), RandomSearch()])
+@pytest.mark.parametrize(
+    "strategy", [BOSOT(population=20, steps=3), GreedySearch(), RandomSearch()]
+)
 def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
     X, y = _tiny_data(12)
     g = KernelGrammar(1, "full")
@@ -386,3 +396,12 @@ def test_gpytorch_periodic_prior_is_the_papers_prior_on_l():
     assert float(prior.log_prob(inner.lengthscale)) == pytest.approx(
         stats.gamma(2, scale=1 / 2).logpdf(0.3)
     )
+
+
+def test_dominant_period_recovers_a_seasonal_period_under_a_trend():
+    from headstart.kernels.oracle import dominant_period
+
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.random(120))
+    y = 3 * x + 2 * x**2 + 0.3 * np.sin(2 * np.pi * x / 0.037) + 0.02 * rng.standard_normal(120)
+    assert dominant_period(x, y, floor=0.01) == pytest.approx(0.037, rel=0.03)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -33,6 +34,9 @@ def test_python_blocks_run_in_order(tmp_path, monkeypatch):
     assert len(guided.trials) == 20 and 0 < guided.prior_weight() < 2.0
     assert guided.trials[0].params["optimizer"] == "adam"  # the design starts at the prior's mode
     assert len(namespace["both"].trials) == 1 and namespace["both"].belief is not None
+    result = namespace["result"]
+    assert len(result.history) == 10 and "[0]" in result.expression
+    assert namespace["auto"].kernel_expression is not None
     assert (tmp_path / "headstart.db").exists()
 
 
@@ -63,6 +67,9 @@ def test_cli_lines_run(tmp_path):
         "new.tell(new.ask(), 1.0)"
     )
     subprocess.run([sys.executable, "-c", transfer], check=True, cwd=tmp_path, env=env)
+    years = [1949 + i / 12 for i in range(48)]
+    rows = [f"{t},{100 + 20 * (t - 1949) + 25 * math.sin(2 * math.pi * t)}" for t in years]
+    (tmp_path / "airline.csv").write_text("year,passengers\n" + "\n".join(rows) + "\n")
     for line in lines:
         args = shlex.split(line)
         result = subprocess.run(

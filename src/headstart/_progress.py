@@ -80,8 +80,13 @@ class KernelSearchProgress:
         if not self._enabled:
             return self
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-        from rich.progress import TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self._progress = Progress(
             TextColumn("[bold]kernel search"),
@@ -104,7 +109,10 @@ class KernelSearchProgress:
         if result.score > self._best:
             self._best = result.score
             expr = result.expression
-            fields = {"score": f"{result.score:.4f}", "expr": expr if len(expr) < 50 else expr[:47] + "..."}
+            fields = {
+                "score": f"{result.score:.4f}",
+                "expr": expr if len(expr) < 50 else expr[:47] + "...",
+            }
         self._progress.update(self._task, advance=1, **fields)
 
     def __exit__(self, *exc: object) -> None:

@@ -141,9 +141,7 @@ def _numeric_axis(values):
         return codes, [str(v) for v in labels]
 
 
-def plot_kernel_fit(
-    result: Any, X: Any, y: Any, path: str | Path, *, target: str = "y"
-) -> Path:
+def plot_kernel_fit(result: Any, X: Any, y: Any, path: str | Path, *, target: str = "y") -> Path:
     """Save the fit of a kernel search's best kernel with its uncertainty.
 
     One input: the data, the posterior mean and a 95% band (of ``f`` and of ``y``) over the input
@@ -182,7 +180,9 @@ def plot_kernel_fit(
         ax.plot(span, span, "k--", linewidth=1, label="y = prediction")
         ax.set_xlabel(f"observed {target}")
         ax.set_ylabel(f"predicted {target}")
-    ax.set_title(result.expression if len(result.expression) < 70 else result.expression[:67] + "...")
+    ax.set_title(
+        result.expression if len(result.expression) < 70 else result.expression[:67] + "..."
+    )
     ax.legend(fontsize=8)
     scores = [e.result.score for e in result.history]
     ax2.plot(np.arange(1, len(scores) + 1), np.maximum.accumulate(scores), color="C1")

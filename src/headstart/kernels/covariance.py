@@ -199,7 +199,12 @@ def to_gpytorch(tree: Tree, values: torch.Tensor | None = None):
             lin = LinearKernel(active_dims=dims, variance_prior=g("variance"))
             const = ConstantKernel(active_dims=dims, constant_prior=g("offset"))
             if theta is not None:
-                setters.append(lambda t=theta: (setattr(lin, "variance", t[0]), setattr(const, "constant", t[1])))
+                setters.append(
+                    lambda t=theta: (
+                        setattr(lin, "variance", t[0]),
+                        setattr(const, "constant", t[1]),
+                    )
+                )
             return lin + const
         if node.kind == "SE":
             inner = RBFKernel(active_dims=dims, lengthscale_prior=g("lengthscale"))

@@ -59,7 +59,9 @@ class KernelSearchSettings:
         for name in ("every", "budget", "restarts", "ea_steps"):
             v = getattr(settings, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidSettingError(f"kernel_search[{name!r}] must be an integer >= 1; got {v!r}.")
+                raise InvalidSettingError(
+                    f"kernel_search[{name!r}] must be an integer >= 1; got {v!r}."
+                )
         if settings.space not in SPACES:
             raise InvalidSettingError(
                 f"kernel_search['space'] must be one of {sorted(SPACES)}; got {settings.space!r}."
@@ -154,7 +156,9 @@ class KernelSearchOptimizer(GPOptimizer):
         s = self.settings
         grammar = KernelGrammar(len(self.dims), s.space)
         with Oracle(X, y, restarts=s.restarts, seed=seed) as oracle:
-            history = BOSOT(steps=s.ea_steps).run(grammar, oracle, s.budget, np.random.default_rng(seed))
+            history = BOSOT(steps=s.ea_steps).run(
+                grammar, oracle, s.budget, np.random.default_rng(seed)
+            )
             candidates = [e.result for e in history]
             if self.tree is not None:  # the incumbent competes on the new data too
                 candidates.append(oracle(self.tree))

@@ -231,7 +231,9 @@ class KernelGrammar:
         kinds = tuple(k.upper() for k in kinds)
         bad = [k for k in kinds if k not in BASE_KINDS]
         if bad or not kinds:
-            raise InvalidSettingError(f"Base kernel kinds must come from {BASE_KINDS}; got {kinds}.")
+            raise InvalidSettingError(
+                f"Base kernel kinds must come from {BASE_KINDS}; got {kinds}."
+            )
         if not operators or any(op not in OPERATORS for op in operators):
             raise InvalidSettingError(f"Operators must come from {OPERATORS}; got {operators}.")
         if int(n_dims) < 1:

@@ -101,7 +101,9 @@ class SOTMetaGP:
         D = torch.from_numpy(distance_matrices(*[cls._feats(trees, n_dims, features)] * 2))
         gt = torch.from_numpy(g)
         rng = np.random.default_rng(seed + len(g))
-        starts = np.stack([_INIT, _INIT * rng.uniform(0.8, 1.2, 7), _INIT * rng.uniform(0.8, 1.2, 7)])
+        starts = np.stack(
+            [_INIT, _INIT * rng.uniform(0.8, 1.2, 7), _INIT * rng.uniform(0.8, 1.2, 7)]
+        )
 
         def fun(_: np.ndarray, raw_np: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             raw = torch.from_numpy(raw_np).requires_grad_(True)
@@ -111,7 +113,9 @@ class SOTMetaGP:
             bad = ~np.isfinite(value) | ~np.isfinite(grad).all(1)
             return np.where(bad, 1e25, value), np.where(bad[:, None], 0.0, grad)
 
-        bounds = np.array([[-10, 10], [-10, 10], [-10, 10], [-10, 10], [-10, 10], [-50, 50], [-15, 5]])
+        bounds = np.array(
+            [[-10, 10], [-10, 10], [-10, 10], [-10, 10], [-10, 10], [-50, 50], [-15, 5]]
+        )
         x, f = batched_lbfgsb(fun, starts, bounds.astype(np.float64))
         best = x[int(np.argmin(f))] if np.isfinite(f).any() and f.min() < 1e24 else _INIT
         return cls(trees, g, n_dims, best, features)
@@ -129,11 +133,15 @@ class SOTMetaGP:
     def distances(self, rows: Sequence[Tree], cols: Sequence[Tree]) -> np.ndarray:
         """``3 x len(rows) x len(cols)`` per-feature TV distances."""
         f = self._features
-        return distance_matrices(self._feats(rows, self.n_dims, f), self._feats(cols, self.n_dims, f))
+        return distance_matrices(
+            self._feats(rows, self.n_dims, f), self._feats(cols, self.n_dims, f)
+        )
 
     def kernel_matrix(self, rows: Sequence[Tree], cols: Sequence[Tree]) -> np.ndarray:
         """``K_SOT(rows, cols)`` at the fitted hyperparameters."""
-        return sot_kernel(self.distances(rows, cols), self.alpha, self.outputscale, self.lengthscale)
+        return sot_kernel(
+            self.distances(rows, cols), self.alpha, self.outputscale, self.lengthscale
+        )
 
     def predict(self, trees: Sequence[Tree]) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of the latent criterion ``g`` at ``trees``."""

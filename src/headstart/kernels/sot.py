@@ -99,7 +99,9 @@ class TreeFeatures:
 
     @classmethod
     def of(cls, tree: Tree, n_dims: int) -> TreeFeatures:
-        return cls(base_distribution(tree, n_dims), path_distribution(tree), subtree_distribution(tree))
+        return cls(
+            base_distribution(tree, n_dims), path_distribution(tree), subtree_distribution(tree)
+        )
 
 
 def feature_distances(a: TreeFeatures, b: TreeFeatures) -> np.ndarray:
@@ -107,9 +109,7 @@ def feature_distances(a: TreeFeatures, b: TreeFeatures) -> np.ndarray:
     return np.array([tv_distance(getattr(a, f), getattr(b, f)) for f in FEATURES])
 
 
-def distance_matrices(
-    rows: Sequence[TreeFeatures], cols: Sequence[TreeFeatures]
-) -> np.ndarray:
+def distance_matrices(rows: Sequence[TreeFeatures], cols: Sequence[TreeFeatures]) -> np.ndarray:
     """``3 x len(rows) x len(cols)`` TV distances, vectorised over a shared key vocabulary.
 
     Each distribution becomes a dense vector over the keys present in ``rows`` and ``cols``; the
