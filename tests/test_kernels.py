@@ -405,3 +405,19 @@ def test_dominant_period_recovers_a_seasonal_period_under_a_trend():
     x = np.sort(rng.random(120))
     y = 3 * x + 2 * x**2 + 0.3 * np.sin(2 * np.pi * x / 0.037) + 0.02 * rng.standard_normal(120)
     assert dominant_period(x, y, floor=0.01) == pytest.approx(0.037, rel=0.03)
+
+
+def test_bosot_batches_match_the_workers_and_stay_distinct():
+    X, y = _tiny_data(12)
+    g = KernelGrammar(1, "full")
+    strategy = BOSOT(population=20, steps=2, batch_size=3)
+    history = strategy.run(g, Oracle(X, y, restarts=1), 10, np.random.default_rng(0))
+    assert len(history) == 10
+    assert len({canonical(e.result.tree) for e in history}) == 10
+    model = strategy.last_model
+    fantasy = model.with_fantasy(parse("PER[0] * PER[0]"))
+    assert len(fantasy.trees) == len(model.trees) + 1
+    assert (
+        fantasy.predict([parse("PER[0] * PER[0]")])[1][0]
+        < model.predict([parse("PER[0] * PER[0]")])[1][0]
+    )

@@ -331,9 +331,10 @@ def kernels_search(
 ) -> None:
     """Find the kernel with the highest Laplace evidence for TARGET given the other columns.
 
-    Prints the best expression (e.g. SE[0] * PER[0] + LIN[0], where [i] is the i-th input
-    column), its evidence and its fitted hyperparameters (on inputs scaled to [0, 1] and a
-    standardised target), and saves a plot of the fit.
+    Prints the best expression (e.g. SE[0] * PER[0] + LIN[0]; the number in brackets is the
+    position of the input column, counting from 0), its evidence and its fitted
+    hyperparameters (on inputs scaled to [0, 1] and a standardised target), and saves a plot of
+    the fit with its uncertainty. Inputs are every column but TARGET, or the --column ones.
     """
     from headstart.kernels.search import load_csv, search
     from headstart.plots import plot_kernel_fit

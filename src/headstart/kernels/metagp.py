@@ -74,6 +74,7 @@ class SOTMetaGP:
     ) -> None:
         self.trees, self.g, self.n_dims = list(trees), np.asarray(g, dtype=np.float64), n_dims
         self._features = features
+        self._raw = np.asarray(raw, dtype=np.float64)
         with torch.no_grad():
             s2, ell, alpha, c, noise = _unpack(torch.from_numpy(raw))
         self.outputscale, self.lengthscale = float(s2), float(ell)
@@ -119,6 +120,17 @@ class SOTMetaGP:
         x, f = batched_lbfgsb(fun, starts, bounds.astype(np.float64))
         best = x[int(np.argmin(f))] if np.isfinite(f).any() and f.min() < 1e24 else _INIT
         return cls(trees, g, n_dims, best, features)
+
+    def with_fantasy(self, tree: Tree) -> SOTMetaGP:
+        """The same GP after observing ``tree`` at its posterior mean ("kriging believer").
+
+        Hyperparameters stay fixed; the variance near ``tree`` shrinks, so a batch picked by
+        repeated EI maximisation spreads out instead of proposing ``tree``'s neighbours again.
+        """
+        mean = float(self.predict([tree])[0][0])
+        return SOTMetaGP(
+            [*self.trees, tree], np.append(self.g, mean), self.n_dims, self._raw, self._features
+        )
 
     @staticmethod
     def _feats(trees, n_dims, cache) -> list[TreeFeatures]:

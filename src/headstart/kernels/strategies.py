@@ -100,6 +100,10 @@ class BOSOT:
             two random moves from it, as in the paper), capped at half the budget, base kernels
             first.
         xi: EI's exploration offset (0.01).
+        batch_size: Kernels proposed per iteration; default: the oracle's ``workers`` (1 is the
+            paper's sequential BOSOT). A batch is chosen by maximising EI, adding the choice to
+            the meta-GP at its predicted score (kriging believer), and maximising again; the
+            batch is then scored in parallel.
     """
 
     name = "bosot"
@@ -112,6 +116,7 @@ class BOSOT:
         steps: int = 10,
         n_initial: int | None = None,
         xi: float = 0.01,
+        batch_size: int | None = None,
     ) -> None:
         if population < n_offspring + 1 or n_offspring < 1 or steps < 1:
             raise InvalidSettingError(
@@ -119,7 +124,7 @@ class BOSOT:
                 f"population={population}, n_offspring={n_offspring}, steps={steps}."
             )
         self.population, self.n_offspring, self.steps = population, n_offspring, steps
-        self.n_initial, self.xi = n_initial, xi
+        self.n_initial, self.xi, self.batch_size = n_initial, xi, batch_size
         self.last_model: SOTMetaGP | None = None
 
     def initial_design(self, grammar: KernelGrammar, rng: np.random.Generator, budget: int):
@@ -152,9 +157,15 @@ class BOSOT:
                     [r.tree for r in observed], np.array([r.score for r in observed]),
                     grammar.n_dims, features,
                 )  # fmt: skip
-                tree = self.maximize_ei(grammar, model, run.seen, rng)
-            self.last_model = model
-            run.score([tree], time.perf_counter() - start)
+                self.last_model = model
+                batch: list[Tree] = []
+                taken = set(run.seen)
+                for j in range(min(self.batch_size or oracle.workers, run.left)):
+                    if j:  # later members of a batch: kriging believer on the earlier ones
+                        model = model.with_fantasy(batch[-1])
+                    batch.append(self.maximize_ei(grammar, model, taken, rng))
+                    taken.add(canonical(batch[-1]))
+            run.score(batch, time.perf_counter() - start)
         return run.history
 
     def maximize_ei(
