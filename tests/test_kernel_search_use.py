@@ -47,6 +47,8 @@ def test_search_returns_the_best_kernel_and_a_model_in_user_units():
     assert (std > 0).all()
     _, std_y = result.model.predict(X, include_noise=True)
     assert (std_y >= std).all()
+    with pytest.raises(DatasetError, match="m x 1 array"):
+        result.model.predict(np.ones((3, 2)))
     frame = result.history_frame()
     assert list(frame["call"]) == list(range(1, 7)) and frame["best"].is_monotonic_increasing
 

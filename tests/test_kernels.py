@@ -391,9 +391,9 @@ def test_gpytorch_periodic_prior_is_the_papers_prior_on_l():
     tree = parse("PER[0]")
     kernel = to_gpytorch(tree, torch.tensor([1.0, 0.3, 0.5], dtype=torch.float64))
     inner = kernel.base_kernel
-    assert float(inner.lengthscale) == pytest.approx(4 * 0.3**2)
+    assert float(inner.lengthscale.detach()) == pytest.approx(4 * 0.3**2)
     prior = inner.lengthscale_prior
-    assert float(prior.log_prob(inner.lengthscale)) == pytest.approx(
+    assert float(prior.log_prob(inner.lengthscale).detach()) == pytest.approx(
         stats.gamma(2, scale=1 / 2).logpdf(0.3)
     )
 

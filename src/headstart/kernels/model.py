@@ -152,7 +152,16 @@ class KernelModel:
         self, X: np.ndarray, *, include_noise: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and standard deviation at ``X`` (``m x D``, original units)."""
-        X = np.asarray(X, dtype=np.float64).reshape(-1, self.gp.train_X.shape[1])
+        d = self.gp.train_X.shape[1]
+        X = np.asarray(X, dtype=np.float64)
+        X = X.reshape(-1, 1) if X.ndim == 1 and d == 1 else X
+        if X.ndim != 2 or X.shape[1] != d:
+            from headstart.exceptions import DatasetError
+
+            raise DatasetError(
+                f"predict() needs an m x {d} array (one column per input of the search); got "
+                f"shape {X.shape}."
+            )
         mean, var = self.gp.posterior(self.scaler.x(X))
         if include_noise:
             var = var + self.gp.noise
