@@ -316,7 +316,14 @@ def kernels_search(
     restarts: Annotated[
         int, typer.Option(min=1, help="MAP restarts per scored kernel (paper: 10).")
     ] = 10,
-    workers: Annotated[int, typer.Option(min=1, help="Processes scoring kernels in parallel.")] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Processes scoring kernels in parallel; BOSOT then proposes that many kernels "
+            "per step.",
+        ),
+    ] = 1,
     ea_steps: Annotated[
         int, typer.Option(min=1, help="BOSOT's evolutionary-algorithm generations per step.")
     ] = 10,

@@ -194,7 +194,8 @@ def search(
         method: ``"bosot"`` (default), ``"greedy"`` or ``"random"``.
         criterion: ``"laplace"`` (log evidence / N) or ``"bic"``.
         restarts: MAP restarts per oracle call (paper: 10).
-        workers: Processes that score kernels in parallel (initial design, greedy stages, random).
+        workers: Processes that score kernels in parallel: the initial design, greedy's stages,
+            random search, and BOSOT batches of ``workers`` kernels per step (kriging believer).
         seed: Seeds the search (initial design, EA, neighbour order).
         ea_steps: BOSOT's evolutionary-algorithm generations (paper: 10; 6 for Airline).
         columns: Input names, for messages and hyperparameter labels.
