@@ -363,8 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     curve_csv, final_csv = out / "kernel_search.csv", out / "kernel_search_final.csv"
     cache_dir = out / "kernel_search_cache"
     cache_dir.mkdir(exist_ok=True)
+    out_flag = f"--out {args.out} " if args.out else ""
     command = (
-        f"python benchmarks/kernel_search.py --budget {budget} --restarts {args.restarts} "
+        f"python benchmarks/kernel_search.py --datasets {args.datasets} --seeds {args.seeds} "
+        f"--budget {budget} --restarts {args.restarts} {out_flag}"
         f"--uci-n-train {args.uci_n_train}` (training sizes: Airline and "
         f"Mauna Loa 100, UCI sets {args.n_train or args.uci_n_train} (paper: 500); MAP restarts "
         f"per oracle call {args.restarts} (paper: 10"
