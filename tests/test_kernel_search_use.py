@@ -230,3 +230,17 @@ def test_kernel_search_benchmark_smoke(tmp_path):
     # resumable: a second run re-uses every job
     assert module.main(["--smoke", "--workers", "1", "--out", str(tmp_path)]) == 0
     assert len(pd.read_csv(tmp_path / "kernel_search_final.csv")) == len(final)
+
+
+def test_a_search_whose_every_fit_failed_says_so():
+    import math as _math
+
+    from headstart.exceptions import ModelFittingError
+    from headstart.kernels import Evaluation, OracleResult
+    from headstart.kernels.model import Scaler
+    from headstart.kernels.search import build_result
+
+    failed = OracleResult("SE[0]", -_math.inf, -_math.inf, -_math.inf, (), 0.1)
+    X, y = np.arange(6.0)[:, None], np.arange(6.0)
+    with pytest.raises(ModelFittingError, match="Every kernel the search tried failed"):
+        build_result([Evaluation(failed)], X, y, Scaler.fit(X, y), ["x0"])

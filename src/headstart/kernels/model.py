@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from headstart.exceptions import DatasetError
 from headstart.kernels.covariance import PARAM_NAMES, covariance
 from headstart.kernels.grammar import Tree, leaves
 
@@ -156,8 +157,6 @@ class KernelModel:
         X = np.asarray(X, dtype=np.float64)
         X = X.reshape(-1, 1) if X.ndim == 1 and d == 1 else X
         if X.ndim != 2 or X.shape[1] != d:
-            from headstart.exceptions import DatasetError
-
             raise DatasetError(
                 f"predict() needs an m x {d} array (one column per input of the search); got "
                 f"shape {X.shape}."

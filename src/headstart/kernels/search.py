@@ -20,6 +20,7 @@ from headstart.exceptions import (
     DatasetError,
     InvalidSettingError,
     MissingValuesError,
+    ModelFittingError,
     NonNumericColumnError,
     TooFewRowsError,
     UnknownColumnError,
@@ -245,8 +246,6 @@ def build_result(
     """Pick the best scored kernel of ``history`` and fit its model."""
     scored = [e.result for e in history if not e.result.failed]
     if not scored:
-        from headstart.exceptions import ModelFittingError
-
         raise ModelFittingError(
             "Every kernel the search tried failed to fit (no Cholesky factor). Check the data for "
             "duplicated rows with different targets, or rescale the target."
