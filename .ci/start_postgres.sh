@@ -11,7 +11,8 @@ if [ -z "$PGBIN" ] && command -v apt-get >/dev/null; then
 fi
 [ -n "$PGBIN" ] || exit 0
 DIR=$(mktemp -d /tmp/headstart-pg.XXXXXX)
-PORT=${HEADSTART_PG_PORT:-55432}
+# A free port, so a server left running by an earlier run cannot make this one skip.
+PORT=${HEADSTART_PG_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432)}
 RUN=()
 if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || useradd -r postgres
@@ -21,4 +22,9 @@ fi
 "${RUN[@]}" "$PGBIN/initdb" -D "$DIR/data" -U headstart --auth=trust >/dev/null 2>&1 || exit 0
 "${RUN[@]}" "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/log" -w \
     -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1 || exit 0
+# How to stop it: .ci/run calls this script on exit.
+printf '#!/usr/bin/env bash\n%s -D %q stop -m fast >/dev/null 2>&1\n' \
+    "${RUN[*]} $PGBIN/pg_ctl" "$DIR/data" > "$DIR/stop"
+chmod +x "$DIR/stop"
+[ -n "${HEADSTART_PG_STOP_FILE:-}" ] && echo "$DIR/stop" > "$HEADSTART_PG_STOP_FILE"
 echo "postgresql+psycopg://headstart@127.0.0.1:$PORT/postgres"
