@@ -1,11 +1,45 @@
-"""A rich progress bar for :meth:`Study.optimize`: trials done, best value, seconds per suggestion."""
+"""Rich progress bars on stderr: :meth:`Study.optimize` (trials done, best value, seconds per
+suggestion) and the kernel search (oracle calls done, best score and expression)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-class TrialProgress:
+def _stderr_progress(*fields: str, remaining: bool = False):
+    """A rich ``Progress``: description, bar, done/total, ``fields`` text columns, elapsed time."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *(TextColumn(f) for f in fields),
+        TimeElapsedColumn(),
+        *([TimeRemainingColumn()] if remaining else []),
+        console=Console(stderr=True),
+    )
+
+
+class _Bar:
+    """Closes the rich progress bar, if one was opened, when the ``with`` block ends."""
+
+    _progress = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+class TrialProgress(_Bar):
     """Context manager that shows the progress of ``n_trials`` evaluations on stderr."""
 
     def __init__(self, n_trials: int, study: Any, *, enabled: bool = True) -> None:
@@ -19,25 +53,10 @@ class TrialProgress:
     def __enter__(self) -> TrialProgress:
         if not self._enabled:
             return self
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("best [cyan]{task.fields[best]}"),
-            TextColumn("[dim]{task.fields[overhead]} s/suggest"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
+        self._progress = _stderr_progress(
+            "best [cyan]{task.fields[best]}",
+            "[dim]{task.fields[overhead]} s/suggest",
+            remaining=True,
         )
         done = [t.value for t in self._study.trials if t.state == "complete"]
         if done:
@@ -62,12 +81,8 @@ class TrialProgress:
             overhead="-" if seconds_suggest is None else f"{seconds_suggest:.3f}",
         )
 
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
 
-
-class KernelSearchProgress:
+class KernelSearchProgress(_Bar):
     """Context manager showing a kernel search: oracle calls done, best expression and score."""
 
     def __init__(self, budget: int, *, enabled: bool = True) -> None:
@@ -79,25 +94,11 @@ class KernelSearchProgress:
     def __enter__(self) -> KernelSearchProgress:
         if not self._enabled:
             return self
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]kernel search"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("best [cyan]{task.fields[score]}[/] {task.fields[expr]}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-        )
+        self._progress = _stderr_progress("best [cyan]{task.fields[score]}[/] {task.fields[expr]}")
         self._progress.__enter__()
-        self._task = self._progress.add_task("search", total=self._budget, score="-", expr="")
+        self._task = self._progress.add_task(
+            "kernel search", total=self._budget, score="-", expr=""
+        )
         return self
 
     def update(self, evaluation: Any) -> None:
@@ -114,7 +115,3 @@ class KernelSearchProgress:
                 "expr": expr if len(expr) < 50 else expr[:47] + "...",
             }
         self._progress.update(self._task, advance=1, **fields)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)

@@ -205,25 +205,19 @@ class Strategy:
             from headstart._gp import DimSpec, GPOptimizer
 
             dims = [DimSpec(kind=c.kind, grid=c.grid) for c in self.space.columns]
+            engine_class, grammar_kernel = GPOptimizer, {}
             if self.kernel != "matern":
                 from headstart.kernels.engine import KernelSearchOptimizer
 
-                self._engine = KernelSearchOptimizer(
-                    dims,
-                    kernel=self.kernel,
-                    settings=self._kernel_settings,
-                    acquisition=self.acquisition,
-                    seed=self.seed,
-                    deterministic=self.deterministic,
-                    ucb_beta=self.ucb_beta,
-                )
-                return self._engine
-            self._engine = GPOptimizer(
+                engine_class = KernelSearchOptimizer
+                grammar_kernel = {"kernel": self.kernel, "settings": self._kernel_settings}
+            self._engine = engine_class(
                 dims,
                 acquisition=self.acquisition,
                 seed=self.seed,
                 deterministic=self.deterministic,
                 ucb_beta=self.ucb_beta,
+                **grammar_kernel,
             )
         return self._engine
 

@@ -66,6 +66,19 @@ def param_names(tree: Tree) -> list[str]:
     return names
 
 
+def leaf_offsets(tree: Tree) -> list[tuple[Base, int]]:
+    """Each leaf, left to right, with the index of its first hyperparameter in the value vector.
+
+    A leaf's parameters are ``values[offset : offset + len(PARAM_NAMES[leaf.kind])]`` in
+    :data:`PARAM_NAMES` order (so a PER leaf's period is ``values[offset + 2]``).
+    """
+    out, offset = [], 0
+    for leaf in leaves(tree):
+        out.append((leaf, offset))
+        offset += len(PARAM_NAMES[leaf.kind])
+    return out
+
+
 def n_params(tree: Tree) -> int:
     """Number of hyperparameters including the noise variance (the ``d`` of Laplace's formula)."""
     return sum(len(PARAM_NAMES[leaf.kind]) for leaf in leaves(tree)) + 1
@@ -97,6 +110,12 @@ def log_prior(tree: Tree, values: torch.Tensor) -> torch.Tensor:
     return gamma + math.log(NOISE_RATE) - NOISE_RATE * noise
 
 
+def noisy_covariance(tree: Tree, values: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``K(X, X) + (noise + 1e-6) I`` for ``... x P`` values whose last entry is the noise."""
+    eye = torch.eye(len(X), dtype=values.dtype)
+    return covariance(tree, values, X) + (values[..., -1, None, None] + NOISE_FLOOR) * eye
+
+
 def covariance(
     tree: Tree,
     values: torch.Tensor,
@@ -116,16 +135,17 @@ def covariance(
         Z: ``m x D`` inputs (defaults to ``X``).
     """
     Z = X if Z is None else Z
-    cursor = [0]
+    offsets = iter(leaf_offsets(tree))
     extra = (None,) if diag else (None, None)
 
     def walk(node: Tree) -> torch.Tensor:
         if isinstance(node, Op):
             left, right = walk(node.left), walk(node.right)
             return left + right if node.op == "+" else left * right
-        k = len(PARAM_NAMES[node.kind])
-        theta = [values[(..., cursor[0] + j, *extra)] for j in range(k)]
-        cursor[0] += k
+        _, start = next(
+            offsets
+        )  # walk() meets the leaves left to right, as leaf_offsets lists them
+        theta = [values[(..., start + j, *extra)] for j in range(len(PARAM_NAMES[node.kind]))]
         x = X[:, node.dim]
         z = Z[:, node.dim]
         if not diag:
@@ -184,16 +204,16 @@ def to_gpytorch(tree: Tree, values: torch.Tensor | None = None):
     def g(name: str, **kwargs) -> GammaPrior:
         return GammaPrior(*GAMMA_PRIORS[name], **kwargs)
 
-    cursor = [0]
+    offsets = iter(leaf_offsets(tree))
     setters = []
 
     def build(node: Tree):
         if isinstance(node, Op):
             left, right = build(node.left), build(node.right)
             return left + right if node.op == "+" else left * right
+        _, start = next(offsets)
         k = len(PARAM_NAMES[node.kind])
-        theta = None if values is None else values[cursor[0] : cursor[0] + k]
-        cursor[0] += k
+        theta = None if values is None else values[start : start + k]
         dims = (node.dim,)
         if node.kind == "LIN":
             lin = LinearKernel(active_dims=dims, variance_prior=g("variance"))
@@ -244,8 +264,10 @@ __all__ = [
     "base_covariance",
     "covariance",
     "initial_values",
+    "leaf_offsets",
     "log_prior",
     "n_params",
+    "noisy_covariance",
     "param_names",
     "to_gpytorch",
 ]

@@ -161,17 +161,17 @@ class _Parser:
         return self.text[self.pos] if self.pos < len(self.text) else ""
 
     def expression(self) -> Tree:
-        tree = self.term()
-        while self.peek() == "+":
-            self.pos += 1
-            tree = Op("+", tree, self.term())
-        return tree
+        return self.chain("+", self.term)
 
     def term(self) -> Tree:
-        tree = self.factor()
-        while self.peek() == "*":
+        return self.chain("*", self.factor)
+
+    def chain(self, op: str, operand) -> Tree:
+        """``operand (op operand)*``, associated to the left."""
+        tree = operand()
+        while self.peek() == op:
             self.pos += 1
-            tree = Op("*", tree, self.factor())
+            tree = Op(op, tree, operand())
         return tree
 
     def factor(self) -> Tree:

@@ -79,9 +79,11 @@ class SOTMetaGP:
             s2, ell, alpha, c, noise = _unpack(torch.from_numpy(raw))
         self.outputscale, self.lengthscale = float(s2), float(ell)
         self.alpha, self.mean, self.noise = alpha.numpy(), float(c), float(noise)
-        K = self.kernel_matrix(self.trees, self.trees) + (self.noise + JITTER) * np.eye(len(g))
-        self._L = np.linalg.cholesky(K)
+        K_f = self.kernel_matrix(self.trees, self.trees)
+        self._L = np.linalg.cholesky(K_f + (self.noise + JITTER) * np.eye(len(g)))
         self._a = scipy.linalg.cho_solve((self._L, True), self.g - self.mean)
+        self.best_mean = float((self.mean + K_f @ self._a).max())
+        """``m*`` of EI: the largest posterior mean at the observed kernels (fixed once fitted)."""
 
     @classmethod
     def fit(
@@ -165,9 +167,8 @@ class SOTMetaGP:
     def expected_improvement(self, trees: Sequence[Tree], xi: float = 0.01) -> np.ndarray:
         """``EI = (mu - m* - xi) Phi(z) + s phi(z)``, ``m*`` the best posterior mean observed."""
         mu, var = self.predict(trees)
-        best = float(self.predict(self.trees)[0].max())
         s = np.sqrt(var)
-        imp = mu - best - xi
+        imp = mu - self.best_mean - xi
         z = imp / s
         return imp * scipy.stats.norm.cdf(z) + s * scipy.stats.norm.pdf(z)
 

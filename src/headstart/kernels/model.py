@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from headstart.exceptions import DatasetError
-from headstart.kernels.covariance import PARAM_NAMES, covariance
-from headstart.kernels.grammar import Tree, leaves
+from headstart.kernels.covariance import covariance, leaf_offsets
+from headstart.kernels.grammar import Tree
 
 
 @dataclass(frozen=True)
@@ -69,13 +69,11 @@ class TreeGP:
         """Per input, the shortest lengthscale of a stationary base kernel on it (else 1)."""
         ell = np.ones(self.train_X.shape[1])
         seen = np.zeros(len(ell), dtype=bool)
-        cursor = 0
-        for leaf in leaves(self.tree):
+        for leaf, start in leaf_offsets(self.tree):
             if leaf.kind != "LIN":
-                v = float(self.values[cursor + 1])
+                v = float(self.values[start + 1])
                 ell[leaf.dim] = v if not seen[leaf.dim] else min(ell[leaf.dim], v)
                 seen[leaf.dim] = True
-            cursor += len(PARAM_NAMES[leaf.kind])
         return ell
 
     def _moments(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

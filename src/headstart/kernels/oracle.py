@@ -42,14 +42,14 @@ from headstart._gp.threads import limit_threads
 from headstart.exceptions import InvalidSettingError
 from headstart.kernels.covariance import (
     NOISE_FLOOR,
-    PARAM_NAMES,
-    covariance,
     initial_values,
+    leaf_offsets,
     log_prior,
     n_params,
+    noisy_covariance,
 )
 from headstart.kernels.covariance import param_names as kernel_param_names
-from headstart.kernels.grammar import Tree, leaves, parse
+from headstart.kernels.grammar import Tree, parse
 
 CRITERIA = ("laplace", "bic")
 RAW_BOUNDS = (-12.0, 10.0)
@@ -128,7 +128,7 @@ def log_posterior(
     values = F.softplus(raw)
     n = len(y)
     eye = torch.eye(n, dtype=raw.dtype)
-    K = covariance(tree, values, X) + (values[..., -1, None, None] + NOISE_FLOOR) * eye
+    K = noisy_covariance(tree, values, X)
     L, info = torch.linalg.cholesky_ex(K)
     bad = info != 0
     if bool(bad.any()):  # refactor a harmless matrix so that the other rows keep clean gradients
@@ -189,16 +189,11 @@ def period_starts(tree: Tree, X: np.ndarray, y: np.ndarray, restarts: int, rng):
     """
     if restarts < 2:
         return None
-    index, dims = [], []
-    cursor = 0
-    for leaf in leaves(tree):
-        if leaf.kind == "PER":
-            index.append(cursor + 2)
-            dims.append(leaf.dim)
-        cursor += len(PARAM_NAMES[leaf.kind])
-    if not index:
+    per = [(start + 2, leaf.dim) for leaf, start in leaf_offsets(tree) if leaf.kind == "PER"]
+    if not per:
         return None
     floors = period_floor(X)
+    index, dims = zip(*per, strict=True)
     rows = np.empty((restarts - 1, len(index)))
     for k, dim in enumerate(dims):
         low = np.log(max(floors[dim], 1e-4))
@@ -211,12 +206,10 @@ def raw_bounds(tree: Tree, X: np.ndarray) -> np.ndarray:
     """``d x 2`` bounds of the unconstrained parameters; periods start at :func:`period_floor`."""
     bounds = np.array([RAW_BOUNDS] * n_params(tree), dtype=np.float64)
     floors = period_floor(X)
-    cursor = 0
-    for leaf in leaves(tree):
+    for leaf, start in leaf_offsets(tree):
         if leaf.kind == "PER":
             low = float(inv_softplus(torch.tensor(floors[leaf.dim], dtype=torch.float64)))
-            bounds[cursor + 2, 0] = max(bounds[cursor + 2, 0], low)
-        cursor += len(PARAM_NAMES[leaf.kind])
+            bounds[start + 2, 0] = max(bounds[start + 2, 0], low)
     return bounds
 
 
@@ -253,7 +246,7 @@ def fit_map(
         # Cholesky is not differentiated; autodiff only runs through the elementwise K(theta).
         raw = torch.from_numpy(raw_np).requires_grad_(True)
         values = F.softplus(raw)
-        K = covariance(tree, values, X) + (values[:, -1, None, None] + NOISE_FLOOR) * eye
+        K = noisy_covariance(tree, values, X)
         with torch.no_grad():
             L, info = torch.linalg.cholesky_ex(K)
             bad = (info != 0).numpy()

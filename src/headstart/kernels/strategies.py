@@ -85,9 +85,6 @@ class _Run:
                     self.callback(ev)
         return results
 
-    def best(self) -> OracleResult:
-        return max((e.result for e in self.history), key=lambda r: r.score)
-
 
 class BOSOT:
     """Bayesian optimisation over kernel structures with the SOT kernel-kernel (BOSOT).
