@@ -164,12 +164,7 @@ class Strategy:
                 raise InvalidSettingError(
                     f"kernel={kernel!r} needs method='gp'; method={method!r} uses its own model."
                 )
-            if any(c.kind == "categorical" for c in space.columns):
-                raise InvalidSettingError(
-                    f"kernel={kernel!r} supports numeric parameters only; this space has "
-                    "categorical ones. Use kernel='matern' (the default)."
-                )
-            self.kernel = check_kernel(kernel, space.dim)
+            self.kernel = check_kernel(kernel, [c.kind for c in space.columns])
             self._kernel_settings = KernelSearchSettings.from_mapping(kernel_search)
         self._engine = None
 

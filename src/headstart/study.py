@@ -643,11 +643,7 @@ def create_study(
     if belief is not None:
         belief.validate()  # a broken density fails here, not mid-run
     if kernel != "matern" or kernel_search is not None:  # fail here, not at the first ask()
-        Strategy(space, method=method, kernel=kernel, kernel_search=kernel_search)
-        if kernel not in ("matern", "auto"):
-            from headstart.kernels.engine import check_kernel
-
-            kernel = check_kernel(kernel, space.dim)
+        kernel = Strategy(space, method=method, kernel=kernel, kernel_search=kernel_search).kernel
     store = get_storage(storage)
     transfer = None
     if transfer_from is not None:

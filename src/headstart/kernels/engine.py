@@ -72,15 +72,24 @@ class KernelSearchSettings:
         return dict(self.__dict__)
 
 
-def check_kernel(kernel: str, n_dims: int) -> str:
-    """Validate ``kernel``: ``"matern"``, ``"auto"`` or an expression over ``n_dims`` inputs."""
+def check_kernel(kernel: str, kinds: Sequence[str]) -> str:
+    """Validate ``kernel`` for columns of these ``kinds``; returns its canonical text.
+
+    ``"matern"`` suits any space; ``"auto"`` and expressions (over ``len(kinds)`` inputs) need
+    numeric columns only.
+    """
     if not isinstance(kernel, str):
         raise InvalidSettingError(
             f"kernel must be 'matern', 'auto' or an expression like 'SE[0] * SE[1]'; got {kernel!r}."
         )
-    if kernel in ("matern", "auto"):
+    if kernel == "matern":
         return kernel
-    return str(parse(kernel, n_dims))
+    if "categorical" in kinds:
+        raise InvalidSettingError(
+            f"kernel={kernel!r} supports numeric parameters only; this space has categorical "
+            "ones. Use kernel='matern' (the default)."
+        )
+    return kernel if kernel == "auto" else str(parse(kernel, len(kinds)))
 
 
 class KernelSearchOptimizer(GPOptimizer):
@@ -108,14 +117,10 @@ class KernelSearchOptimizer(GPOptimizer):
         super().__init__(
             dims, acquisition=acquisition, seed=seed, deterministic=deterministic, **kwargs
         )
-        if any(d.kind == "categorical" for d in self.dims):
-            raise InvalidSettingError(
-                "kernel='auto' and kernel expressions support numeric parameters only; this "
-                "space has categorical ones. Use kernel='matern' (the default)."
-            )
+        kernel = check_kernel(kernel, [d.kind for d in self.dims])
         self.settings = settings or KernelSearchSettings()
         self.auto = kernel == "auto"
-        self.tree: Tree | None = None if self.auto else parse(kernel, len(self.dims))
+        self.tree: Tree | None = None if self.auto else parse(kernel)
         self._searched_at: int | None = None
         self.searches = 0
 
