@@ -10,8 +10,7 @@ import scipy.optimize
 import torch
 from scipy.stats import norm
 
-from headstart._gp import DimSpec, GPOptimizer
-from headstart._gp.acquisition import (
+from headstart._engine.acquisition import (
     Criterion,
     PriorWeight,
     ei_and_grad,
@@ -21,10 +20,11 @@ from headstart._gp.acquisition import (
     log_softplus,
     pi_and_grad,
 )
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._engine.optimize import MixedSpace, is_duplicate
+from headstart._gp import DimSpec, GPOptimizer
 from headstart._gp.kernel import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
-from headstart._gp.lbfgsb import batched_lbfgsb
 from headstart._gp.model import ExactGP, GPParams, fit_map, neg_log_posterior
-from headstart._gp.optimize import MixedSpace, is_duplicate
 
 DT = torch.float64
 
@@ -427,7 +427,7 @@ def test_discrete_space_does_not_resuggest_training_points():
 
 
 def test_single_choice_categorical_and_thread_limit_restored():
-    from headstart._gp.threads import limit_threads
+    from headstart._engine.threads import limit_threads
 
     before = torch.get_num_threads()
     with limit_threads():

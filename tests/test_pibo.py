@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import headstart as hs
-from headstart._gp.acquisition import PriorWeight
-from headstart._gp.optimize import screening_points
+from headstart._engine.acquisition import PriorWeight
+from headstart._engine.optimize import screening_points
 from headstart.pibo import UserBelief, default_prior_strength
 
 

@@ -9,7 +9,7 @@ optional joint density into
 * ``log pi(x)`` on the encoded unit cube, floored at ``log 1e-12`` (the paper's ``+1e-12``);
 * draws from the belief (initial design and a share of the acquisition search's candidates);
 * its mode (the first point of the prior-aware initial design, as in Alg. 1 of the paper);
-* the :class:`~headstart._gp.acquisition.PriorWeight` handed to the acquisition.
+* the :class:`~headstart._engine.acquisition.PriorWeight` handed to the acquisition.
 
 References:
     .. [Hvarfner2022] C. Hvarfner, D. Stoll, A. Souza, M. Lindauer, F. Hutter, L. Nardi.
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from headstart._gp.acquisition import PriorWeight
+from headstart._engine.acquisition import PriorWeight
 from headstart.exceptions import InvalidSettingError, PriorDensityError
 from headstart.space import SearchSpace
 

@@ -14,10 +14,7 @@ def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = No
     With a known ``optimum`` the y axis shows the simple regret ``best - optimum`` on a log scale.
     Returns the path written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     trials = [t for t in study.trials if t.state == "complete"]
     numbers = [t.number for t in trials]
@@ -27,7 +24,8 @@ def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = No
     for v in values:
         running = v if running is None else (min(running, v) if sign > 0 else max(running, v))
         best.append(running)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+    fig = Figure(figsize=(6.4, 4.0), dpi=110)
+    ax = fig.subplots()
     if optimum is not None and sign > 0:
         floor = 1e-12
         ax.scatter(
@@ -61,7 +59,6 @@ def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = No
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -73,11 +70,8 @@ def plot_prior_slice(
     See :meth:`headstart.Study.acquisition_slice`; other parameters sit at the best trial.
     Returns the path written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
 
     data = study.acquisition_slice(param, param2, points=points)
     name = {"logei": "LogEI", "ei": "EI", "pi": "PI", "ucb": "UCB"}[data["kind"]]
@@ -96,7 +90,8 @@ def plot_prior_slice(
         )
         panels.append((title, data["pibo"]))
     if param2 is None:
-        fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 2.2 * len(panels)), sharex=True)
+        fig = Figure(figsize=(6.4, 2.2 * len(panels)))
+        axes = fig.subplots(len(panels), 1, sharex=True)
         x, labels = _numeric_axis(data["grid"][0])
         for ax, (title, values) in zip(np.atleast_1d(axes), panels, strict=True):
             ax.plot(x, values, lw=1.8, marker="o" if labels else None)
@@ -106,7 +101,8 @@ def plot_prior_slice(
         if labels:
             np.atleast_1d(axes)[-1].set_xticks(range(len(labels)), labels)
     else:
-        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+        fig = Figure(figsize=(4.2 * len(panels), 3.8))
+        axes = fig.subplots(1, len(panels))
         (x, xlabels), (y, ylabels) = _numeric_axis(data["grid"][0]), _numeric_axis(data["grid"][1])
         for ax, (title, values) in zip(np.atleast_1d(axes), panels, strict=True):
             top = float(np.nanmax(values))
@@ -125,7 +121,6 @@ def plot_prior_slice(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -148,15 +143,13 @@ def plot_kernel_fit(result: Any, X: Any, y: Any, path: str | Path, *, target: st
     range extended by 10% on each side. Several inputs: predicted against observed values with
     95% error bars. A second panel shows the best criterion value against oracle calls.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
 
     X = np.asarray(X, dtype=float).reshape(len(y), -1)
     y = np.asarray(y, dtype=float)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.0), dpi=110, width_ratios=[2, 1])
+    fig = Figure(figsize=(11, 4.0), dpi=110)
+    ax, ax2 = fig.subplots(1, 2, width_ratios=[2, 1])
     model = result.model
     if X.shape[1] == 1:
         lo, hi = X[:, 0].min(), X[:, 0].max()
@@ -192,5 +185,4 @@ def plot_kernel_fit(result: Any, X: Any, y: Any, path: str | Path, *, target: st
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path)
-    plt.close(fig)
     return path

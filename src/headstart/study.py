@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -27,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from headstart._transfer.snapshot import load_meta_data, save_meta_data
+from headstart._config import DIRECTIONS, StudyConfig
+from headstart._methods import get_method, transfer_method_names
+from headstart._strategy import Strategy
 from headstart.exceptions import (
     DuplicatedStudyError,
     HeadstartWarning,
@@ -37,26 +40,11 @@ from headstart.exceptions import (
     SearchSpaceError,
     UnknownTrialError,
 )
-from headstart.pibo import (
-    DEFAULT_CANDIDATE_SHARE,
-    JointDensity,
-    UserBelief,
-    check_candidate_share,
-    check_prior_strength,
-    pibo_active,
-)
+from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
 from headstart.sources import resolve_sources
 from headstart.space import SearchSpace
 from headstart.storage import DEFAULT_STORAGE_URL, Storage, TrialRecord, TrialState, get_storage
-from headstart.strategy import (
-    ACQUISITIONS,
-    METHODS,
-    TRANSFER_METHODS,
-    Strategy,
-    default_acquisition,
-)
-
-DIRECTIONS = ("minimize", "maximize")
+from headstart.storage.meta_data import load_meta_data, save_meta_data
 
 
 @dataclass(frozen=True)
@@ -108,38 +96,6 @@ def check_value(value: Any) -> float:
     return value
 
 
-def _check_settings(
-    direction: str,
-    method: str,
-    acquisition: str,
-    n_initial: Any,
-    budget: Any,
-    deterministic: Any,
-    ucb_beta: Any = None,
-) -> None:
-    if not isinstance(deterministic, bool):
-        raise InvalidSettingError(f"deterministic must be True or False; got {deterministic!r}.")
-    if direction not in DIRECTIONS:
-        raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
-    if method not in METHODS:
-        raise InvalidSettingError(f"method must be one of {METHODS}; got {method!r}.")
-    if acquisition not in ACQUISITIONS:
-        raise InvalidSettingError(
-            f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}."
-        )
-    for label, v in (("n_initial", n_initial), ("budget", budget)):
-        low = 0 if (label == "n_initial" and method in TRANSFER_METHODS) else 1
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
-            raise InvalidSettingError(f"{label} must be a positive integer or None; got {v!r}.")
-    if ucb_beta is not None and (
-        isinstance(ucb_beta, bool)
-        or not isinstance(ucb_beta, int | float)
-        or not math.isfinite(ucb_beta)
-        or ucb_beta < 0
-    ):
-        raise InvalidSettingError(f"ucb_beta must be a finite number >= 0; got {ucb_beta!r}.")
-
-
 class Study:
     """A named optimisation run. Create one with :func:`create_study` or :func:`load_study`."""
 
@@ -152,36 +108,22 @@ class Study:
         self.name: str = record.name
         self.direction: str = record.direction
         self.space = SearchSpace.from_json(record.space)
-        self.settings: dict[str, Any] = dict(record.settings)
-        transfer = self.settings.get("transfer")
-        if self.settings.get("prior_density") and prior_density is None:
+        self.config = StudyConfig.from_json(record.settings)
+        transfer = self.config.transfer
+        if self.config.prior_density and prior_density is None:
             warnings.warn(
                 f"Study {self.name!r} was created with a prior_density, which is not stored; "
                 "pass prior_density=... to load_study to keep using it.",
                 HeadstartWarning,
                 stacklevel=3,
             )
-        use_priors = bool(self.settings.get("use_priors", True))
-        self._belief = UserBelief(self.space, prior_density) if use_priors else None
+        self._belief = UserBelief(self.space, prior_density) if self.config.use_priors else None
         self._strategy = Strategy(
             self.space,
-            method=self.settings.get("method", "gp"),
-            seed=int(self.settings.get("seed", 0)),
-            n_initial=self.settings.get("n_initial"),
-            budget=self.settings.get("budget"),
-            acquisition=self.settings.get("acquisition"),
-            deterministic=bool(self.settings.get("deterministic", False)),
-            meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
-            ucb_beta=self.settings.get("ucb_beta"),
-            cache=storage,
+            self.config,
             belief=self._belief,
-            prior_strength=self.settings.get("prior_strength"),
-            prior_design=bool(self.settings.get("prior_design", True)),
-            prior_candidate_share=float(
-                self.settings.get("prior_candidate_share", DEFAULT_CANDIDATE_SHARE)
-            ),
-            kernel=self.settings.get("kernel", "matern"),
-            kernel_search=self.settings.get("kernel_search"),
+            meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
+            cache=storage,
         )
 
     def __repr__(self) -> str:
@@ -192,13 +134,18 @@ class Study:
         return self._storage
 
     @property
+    def settings(self) -> dict[str, Any]:
+        """The study's configuration as stored (:meth:`StudyConfig.to_json`)."""
+        return self.config.to_json()
+
+    @property
     def kernel_expression(self) -> str | None:
         """The searched or given GP kernel (``kernel="auto"`` or an expression), else ``None``.
 
         Before this session's first suggestion it is the kernel of the latest asked trial.
         """
         current = self._strategy.kernel_expression
-        if current is not None or self.settings.get("kernel", "matern") == "matern":
+        if current is not None or self.config.kernel == "matern":
             return current
         for record in reversed(self._storage.get_trials(self._id)):
             if "kernel" in record.user_attrs:
@@ -481,22 +428,22 @@ class Study:
         """
         from headstart.transfer import TransferReport
 
-        if self.settings.get("method") not in TRANSFER_METHODS:
+        if not self.config.spec.uses_sources:
             raise InvalidSettingError(
-                f"Study {self.name!r} uses method={self.settings.get('method')!r}, which learns "
+                f"Study {self.name!r} uses method={self.config.method!r}, which learns "
                 "nothing from earlier tasks; create it with method='scaml' and transfer_from=... ."
             )
         done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
-        surrogate = self._strategy.transfer_surrogate(
+        surrogate = self._strategy.conditioned_surrogate(
             [r.params for r in done], [self._to_max(r.value) for r in done]
         )
-        residual = getattr(surrogate, "residual_variance", None)
+        diagnostics = surrogate.diagnostics()
         return TransferReport(
             study=self.name,
-            method=self.settings["method"],
+            method=self.config.method,
             n_trials=len(done),
-            weights=surrogate.report(),
-            residual_variance=residual() if callable(residual) else None,
+            weights=diagnostics["weights"],
+            residual_variance=diagnostics.get("residual_variance"),
         )
 
     def trials_dataframe(self):
@@ -630,55 +577,46 @@ def create_study(
             f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "
             "hs.SearchSpace({...})."
         )
-    if prior_strength is not None:
-        prior_strength = check_prior_strength(prior_strength)
-    prior_candidate_share = check_candidate_share(prior_candidate_share)
-    for label, flag in (("use_priors", use_priors), ("prior_design", prior_design)):
-        if not isinstance(flag, bool):
-            raise InvalidSettingError(f"{label} must be True or False; got {flag!r}.")
+    if direction not in DIRECTIONS:
+        raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
+    drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
+    config = StudyConfig(
+        method=method,
+        seed=drawn_seed,
+        n_initial=n_initial,
+        budget=budget,
+        acquisition=acquisition,
+        deterministic=deterministic,
+        ucb_beta=ucb_beta,
+        prior_strength=prior_strength,
+        use_priors=use_priors,
+        prior_density=prior_density is not None,
+        prior_design=prior_design,
+        prior_candidate_share=prior_candidate_share,
+        kernel=kernel,
+        kernel_search=kernel_search,
+    )
     belief = UserBelief(space, prior_density) if use_priors else None
-    if acquisition is None:
-        acquisition = default_acquisition(method, pibo_active(belief, prior_strength))
-    _check_settings(direction, method, acquisition, n_initial, budget, deterministic, ucb_beta)
+    config = config.resolved(priors=pibo_active(belief, config.prior_strength))
+    config = config.with_kernel_checked([c.kind for c in space.columns])  # fail here, not at ask()
     if belief is not None:
         belief.validate()  # a broken density fails here, not mid-run
-    if kernel != "matern" or kernel_search is not None:  # fail here, not at the first ask()
-        kernel = Strategy(space, method=method, kernel=kernel, kernel_search=kernel_search).kernel
+    spec = get_method(method)
     store = get_storage(storage)
-    transfer = None
     if transfer_from is not None:
-        if method not in TRANSFER_METHODS:
+        if not spec.uses_sources:
             raise InvalidSettingError(
                 f"transfer_from needs a transfer method; method={method!r} ignores earlier tasks. "
-                f"Use method='scaml' (or one of {TRANSFER_METHODS})."
+                f"Use method='scaml' (or one of {transfer_method_names()})."
             )
-        transfer = save_meta_data(
-            store,
-            resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,)),
-        )
-    elif method in TRANSFER_METHODS:
+        tasks = resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,))
+        config = dataclasses.replace(config, transfer=save_meta_data(store, tasks))
+    elif spec.uses_sources:
         raise InvalidSettingError(
             f"method={method!r} learns from earlier tasks; pass transfer_from=... (study names, "
             "'all', a DataFrame or MetaTasks), or use method='gp'."
         )
-    drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
-    settings = {
-        "method": method,
-        "seed": drawn_seed,
-        "n_initial": n_initial,
-        "budget": budget,
-        "acquisition": acquisition,
-        "deterministic": bool(deterministic),
-        "ucb_beta": None if ucb_beta is None else float(ucb_beta),
-        "transfer": transfer,
-        "prior_strength": prior_strength,
-        "use_priors": use_priors,
-        "prior_density": prior_density is not None,
-        "prior_design": prior_design,
-        "prior_candidate_share": prior_candidate_share,
-        "kernel": kernel,
-        "kernel_search": None if kernel_search is None else dict(kernel_search),
-    }
+    settings = config.to_json()
     try:
         record = store.create_study(
             name, direction=direction, space=space.to_json(), settings=settings

@@ -55,13 +55,11 @@ class TransferReport:
 
     def plot(self, path: str | Path, top: int = 30) -> Path:
         """Save a horizontal bar plot of the ``top`` largest weights to ``path`` (PNG)."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
 
         ranked = self.ranked()[:top]
-        fig, ax = plt.subplots(figsize=(6.5, 0.35 * max(len(ranked), 3) + 1.2))
+        fig = Figure(figsize=(6.5, 0.35 * max(len(ranked), 3) + 1.2))
+        ax = fig.subplots()
         names = [name for name, _ in ranked][::-1]
         values = [w for _, w in ranked][::-1]
         ax.barh(names, values, color="#4c72b0")
@@ -74,5 +72,4 @@ class TransferReport:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120)
-        plt.close(fig)
         return path

@@ -1,18 +1,15 @@
-r"""Fast exact-GP Bayesian optimization engine (private; used by :mod:`headstart.strategy`).
+r"""The exact Matérn GP surrogate (private; built by :mod:`headstart._methods`).
 
 Modules, one job each:
 
 * :mod:`~headstart._gp.kernel` -- Matérn-5/2 ARD kernel with Hamming distance on categoricals;
-* :mod:`~headstart._gp.prior` -- hyperpriors;
-* :mod:`~headstart._gp.model` -- exact GP: robust Cholesky, MAP fit, posterior;
-* :mod:`~headstart._gp.acquisition` -- LogEI, UCB, piBO weighting;
-* :mod:`~headstart._gp.lbfgsb` -- decoupled multi-start L-BFGS-B with batched evaluations;
-* :mod:`~headstart._gp.optimize` -- mixed continuous / discrete acquisition search, Thompson
-  sampling;
-* :mod:`~headstart._gp.threads` -- thread limiting;
-* :mod:`~headstart._gp.engine` -- :class:`GPOptimizer`, the entry point.
+* :mod:`~headstart._gp.prior` -- hyperprior objects;
+* :mod:`~headstart._gp.model` -- exact GP: MAP fit, posterior;
+* :mod:`~headstart._gp.surrogate` -- :class:`MaternGP`, the warm-started surrogate.
+
+Importing this package loads torch; :mod:`headstart` imports it only when a model is needed.
 """
 
-from headstart._gp.engine import DimSpec, FitSummary, GPOptimizer
+from headstart._gp.surrogate import FitSummary, MaternGP
 
-__all__ = ["DimSpec", "FitSummary", "GPOptimizer"]
+__all__ = ["FitSummary", "MaternGP"]

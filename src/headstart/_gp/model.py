@@ -29,14 +29,14 @@ import scipy.linalg
 import scipy.optimize
 import torch
 
+from headstart._engine.numerics import robust_cholesky
 from headstart._gp.kernel import kernel_from_sq_diffs, matern52_np, pairwise_sq_diffs, sq_dist_np
-from headstart._gp.prior import DEFAULT_PRIOR, log_hyperprior
+from headstart._gp.prior import DEFAULT_HYPERPRIOR, HyperPrior
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
 MIN_NOISE = (
     1e-6  # smallest noise variance (standardized units); deterministic objectives are common
 )
-_JITTER_TRIES = 6  # robust_cholesky: jitter 1e-8 * 10^k, k = 0..5 (linear_operator's scheme)
 # Bounds on the raw (log) hyperparameters keep the fit away from degenerate kernels:
 # ell in [e^-5, e^5] ~ [0.0067, 148] on the unit cube, s in [e^-7, e^7], sigma^2 <= 1 + MIN_NOISE.
 _RAW_LOG_W_BOUNDS = (-10.0, 10.0)
@@ -47,40 +47,6 @@ _RAW_LOG_NOISE_BOUNDS = (-25.0, 0.0)
 _RAW_LOG_NOISE_FIXED = (-30.0, -30.0)
 _FIT_GTOL = 1e-2  # as Optuna's GPSampler: a loose fit is enough for BO and is much cheaper
 _FIT_MAXITER = 200
-
-
-def robust_cholesky(K: torch.Tensor) -> torch.Tensor:
-    r"""Lower Cholesky factor of ``K``, adding jitter ``1e-8 * 10^k`` (k < 6) if needed.
-
-    Issues a :class:`~headstart.exceptions.NumericsWarning` per retry and raises
-    :class:`~headstart.exceptions.ModelFittingError` if ``K`` is still not positive definite.
-
-    Args:
-        K: ``... x n x n`` symmetric matrix.
-
-    Returns:
-        ``... x n x n`` lower-triangular ``L`` with ``L L^T = K + jitter I``.
-    """
-    L, info = torch.linalg.cholesky_ex(K)
-    if not bool((info > 0).any()):
-        return L
-    if bool(torch.isnan(K).any()):
-        raise ModelFittingError("The kernel matrix contains NaN; cannot factorize it.")
-    eye = torch.eye(K.shape[-1], dtype=K.dtype)
-    for k in range(_JITTER_TRIES):
-        jitter = 1e-8 * 10.0**k
-        warnings.warn(
-            f"Kernel matrix not positive definite; retrying its Cholesky with jitter {jitter:.0e}.",
-            NumericsWarning,
-            stacklevel=2,
-        )
-        L, info = torch.linalg.cholesky_ex(K + jitter * eye)
-        if not bool((info > 0).any()):
-            return L
-    raise ModelFittingError(
-        f"Kernel matrix of size {K.shape[-1]} is not positive definite even with jitter "
-        f"{1e-8 * 10.0 ** (_JITTER_TRIES - 1):.0e}. Check the training data for NaN or duplicates."
-    )
 
 
 @dataclass(frozen=True)
@@ -125,7 +91,11 @@ def _unpack(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 
 
 def neg_log_posterior(
-    raw: torch.Tensor, sq_diffs: torch.Tensor, train_y: torch.Tensor, *, prior: str = DEFAULT_PRIOR
+    raw: torch.Tensor,
+    sq_diffs: torch.Tensor,
+    train_y: torch.Tensor,
+    *,
+    prior: HyperPrior = DEFAULT_HYPERPRIOR,
 ) -> torch.Tensor:
     r"""MAP objective ``-(log p(y | theta) + log p(theta))`` at ``theta = unpack(raw)``.
 
@@ -133,7 +103,7 @@ def neg_log_posterior(
         raw: ``d + 2`` raw hyperparameters (see the module docstring).
         sq_diffs: ``n x n x d`` from :func:`~headstart._gp.kernel.pairwise_sq_diffs`.
         train_y: ``n`` standardized targets.
-        prior: Name of the hyperprior.
+        prior: The hyperprior (:mod:`headstart._gp.prior`).
 
     Returns:
         Scalar tensor (differentiable in ``raw``).
@@ -145,7 +115,7 @@ def neg_log_posterior(
     L = robust_cholesky(K)
     a = torch.linalg.solve_triangular(L, train_y.unsqueeze(-1), upper=False).squeeze(-1)
     mll = -0.5 * (a @ a) - torch.log(torch.diagonal(L)).sum() - 0.5 * n * math.log(2.0 * math.pi)
-    return -(mll + log_hyperprior(w, s, noise, kind=prior))
+    return -(mll + prior.log_prob(w, s, noise))
 
 
 def fit_map(
@@ -154,7 +124,7 @@ def fit_map(
     is_cat: torch.Tensor,
     init: GPParams,
     *,
-    prior: str = DEFAULT_PRIOR,
+    prior: HyperPrior = DEFAULT_HYPERPRIOR,
     gtol: float = _FIT_GTOL,
     maxiter: int = _FIT_MAXITER,
     deterministic: bool = False,
@@ -166,7 +136,7 @@ def fit_map(
         train_y: ``n`` standardized targets.
         is_cat: ``d`` boolean mask of categorical columns.
         init: Starting hyperparameters (a previous fit or :meth:`GPParams.default`).
-        prior: Name of the hyperprior.
+        prior: The hyperprior (:mod:`headstart._gp.prior`).
         gtol: Projected-gradient tolerance of L-BFGS-B.
         maxiter: Iteration cap.
         deterministic: Fix the noise variance at :data:`MIN_NOISE` (noise-free objectives)
@@ -221,6 +191,8 @@ class ExactGP:
         [1.0, -1.0]
     """
 
+    includes_noise = False
+
     def __init__(
         self, train_X: np.ndarray, train_y: np.ndarray, is_cat: np.ndarray, params: GPParams
     ) -> None:
@@ -236,6 +208,7 @@ class ExactGP:
         K = self.outputscale * matern52_np(sq @ self.inv_sq_lengthscales)[0]
         K[np.diag_indices(n)] += params.noise
         self.L = robust_cholesky(torch.from_numpy(K)).numpy()
+        self.lengthscales = params.lengthscales
         a = scipy.linalg.solve_triangular(self.L, self.train_y, lower=True)
         self.alpha = scipy.linalg.solve_triangular(self.L, a, lower=True, trans="T")
         self.mll = float(

@@ -1,12 +1,10 @@
-r"""Transfer-learning surrogates (private; used by :mod:`headstart.strategy`).
+r"""Transfer-learning surrogates (private; built by :mod:`headstart._methods`).
 
-Every surrogate here exposes the posterior interface of :class:`headstart._gp.model.ExactGP`, so
-the acquisition criteria and optimizers of :mod:`headstart._gp` work unchanged:
-
-* ``posterior(X) -> (mean m, var m)``;
-* ``posterior_and_grad(X) -> (mean m, var m, dmean m x d, dvar m x d)``;
-* ``joint_posterior(X) -> (mean m, cov m x m)``;
-* ``outputscale`` (a float: the prior variance scale, used for jitter).
-
-All values are in the engine's units: targets to be *maximized*, standardized.
+ScaML-GP (:mod:`~headstart._transfer.scaml`), RGPE, StackGP and the multi-task GP each implement
+:class:`headstart._engine.protocols.Surrogate` (:class:`~headstart._transfer.base.
+TransferSurrogate`): fit the meta part once, and on every ``condition`` return a
+:class:`~headstart._engine.protocols.Posterior` with the targets in its units, so the one BO
+engine runs unchanged. Fitted meta-task GPs are cached through a model cache
+(:mod:`~headstart._transfer.cache`). This package imports nothing from the study, storage,
+sources or CLI layers.
 """

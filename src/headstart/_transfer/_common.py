@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from headstart._gp.lbfgsb import batched_lbfgsb
-from headstart._gp.model import robust_cholesky
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._engine.numerics import robust_cholesky
 from headstart._transfer.metafit import (
     DEFAULT_INIT,
     LENGTHSCALE_BOUNDS,
@@ -72,16 +72,6 @@ def unpack_tasks(tasks: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarra
     if not Xs:
         raise ValueError("At least one meta-task is needed.")
     return Xs, ys, names
-
-
-def standardize(y: np.ndarray) -> tuple[np.ndarray, float, float]:
-    """``((y - mean) / std, mean, std)`` with ``ddof=0``; a constant or empty ``y`` gets std 1."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    if len(y) == 0:
-        return y.copy(), 0.0, 1.0
-    mean, std = float(y.mean()), float(y.std())
-    std = std if std > 1e-12 * max(1.0, abs(mean)) else 1.0
-    return (y - mean) / std, mean, std
 
 
 def _raw_bounds(d: int, deterministic: bool) -> np.ndarray:

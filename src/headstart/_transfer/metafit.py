@@ -24,7 +24,7 @@ best start per task. As BoTorch's ``ExactMarginalLogLikelihood`` does, L-BFGS-B 
 objective divided by ``n_m``, so its tolerances mean the same for every task size.
 
 **Batching.** All (task, start) pairs are independent L-BFGS-B runs of
-:func:`headstart._gp.lbfgsb.batched_lbfgsb`, and every objective evaluation is one batched torch
+:func:`headstart._engine.lbfgsb.batched_lbfgsb`, and every objective evaluation is one batched torch
 computation over the requested runs. Tasks are padded to a common size: a padded row ``i`` has
 ``y_i = 0`` and ``K_ii = 1``, ``K_ij = 0`` (``j != i``), so ``K`` is block diagonal with an identity
 block, its Cholesky factor is ``blockdiag(L_m, I)`` and the padding adds exactly 0 to
@@ -35,7 +35,6 @@ large task does not make every small one cubic in the large size.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,10 +42,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from headstart._gp.lbfgsb import batched_lbfgsb
-from headstart._gp.threads import limit_threads
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._engine.numerics import robust_cholesky, standardize
+from headstart._engine.threads import limit_threads
 from headstart._transfer.se_kernel import DTYPE, FeatureMaps, log_kernel, se_kernel, vocabulary
-from headstart.exceptions import ModelFittingError, NumericsWarning
 
 # --- priors and constraints (App. C.5) --------------------------------------------------------
 LENGTHSCALE_PRIOR = (3.0, 6.0)  # Gamma(shape, rate) of each ell_j
@@ -62,7 +61,6 @@ _FIT_PGTOL = 1e-5  # on the per-datum objective (BoTorch's scale)
 _FIT_FACTR = 1e7  # SciPy's default relative-decrease tolerance
 _BUCKET_RATIO = 1.25  # tasks whose sizes differ by less than this factor share a padded size
 _BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
-_JITTER_TRIES = 6  # jitter 1e-8 * 10^k, k = 0..5, as headstart._gp.model.robust_cholesky
 _FIT_CHUNK_ELEMENTS = 1 << 18  # runs per objective call: ~2 MB of kernel matrices (cache-sized)
 _CHUNK_ELEMENTS = 1 << 21  # prediction works on row chunks of at most ~this many kernel entries
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -154,30 +152,7 @@ class MetaGPParams:
 # --- batched MAP objective --------------------------------------------------------------------
 def _batched_cholesky(K: torch.Tensor, diag_mask: torch.Tensor, *, warn: bool) -> torch.Tensor:
     """Cholesky of each ``K[r]``; jitter is added only to the matrices that fail (real rows only)."""
-    L, info = torch.linalg.cholesky_ex(K)
-    bad = info > 0
-    if not bool(bad.any()):
-        return L
-    if bool(torch.isnan(K).any()):
-        raise ModelFittingError("A meta-GP kernel matrix contains NaN; cannot factorize it.")
-    for k in range(_JITTER_TRIES):
-        jitter = 1e-8 * 10.0**k
-        if warn:
-            warnings.warn(
-                f"{int(bad.sum())} meta-GP kernel matrices not positive definite; retrying their "
-                f"Cholesky with jitter {jitter:.0e}.",
-                NumericsWarning,
-                stacklevel=3,
-            )
-        K = K + torch.diag_embed(jitter * bad.to(K.dtype).unsqueeze(-1) * diag_mask)
-        L, info = torch.linalg.cholesky_ex(K)
-        bad = info > 0
-        if not bool(bad.any()):
-            return L
-    raise ModelFittingError(
-        "A meta-GP kernel matrix is not positive definite even with jitter "
-        f"{1e-8 * 10.0 ** (_JITTER_TRIES - 1):.0e}. Check the meta-data for NaN."
-    )
+    return robust_cholesky(K, diag_mask=diag_mask, warn=warn, label="A meta-GP kernel matrix")
 
 
 def _padded_gram(
@@ -352,11 +327,9 @@ def _unpack_tasks(
 
 
 def _standardize(ys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task mean and standard deviation (``ddof=0``, as the single-task engine; a constant
-    ``y`` gets std 1)."""
-    mean = np.array([y.mean() for y in ys])
-    std = np.array([y.std() for y in ys])
-    return mean, np.where(std > 0, std, 1.0)
+    """Per-task mean and standard deviation (:func:`headstart._engine.numerics.standardize`)."""
+    stats = np.array([standardize(y)[1:] for y in ys]).reshape(-1, 2)
+    return stats[:, 0], stats[:, 1]
 
 
 def _pad(

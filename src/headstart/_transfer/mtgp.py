@@ -62,14 +62,14 @@ from gpytorch.likelihoods import HadamardGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 
+from headstart._engine.numerics import robust_cholesky, standardize
 from headstart._gp.kernel import sq_dist_np
-from headstart._gp.model import robust_cholesky
 from headstart._transfer._common import (
     DETERMINISTIC_NOISE,
     MIN_VAR,
-    standardize,
     unpack_tasks,
 )
+from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.metafit import (
     DEFAULT_INIT,
     LENGTHSCALE_BOUNDS,
@@ -245,6 +245,8 @@ class MTGPPosterior:
         is_cat: ``d`` boolean mask of categorical columns.
     """
 
+    includes_noise = False
+
     def __init__(self, model: MultiTaskGP, is_cat: np.ndarray) -> None:
         self.is_cat = np.asarray(is_cat, dtype=bool)
         d = len(self.is_cat)
@@ -317,7 +319,7 @@ class MTGPPosterior:
         return self.B[TARGET_TASK] / (d[TARGET_TASK] * d)
 
 
-class MultiTaskGPSurrogate:
+class MultiTaskGPSurrogate(TransferSurrogate):
     r"""A multi-task GP on the meta- and test data, refitted on every call.
 
     Args:

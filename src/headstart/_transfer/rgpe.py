@@ -49,15 +49,15 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from headstart._gp.model import robust_cholesky
+from headstart._engine.numerics import robust_cholesky, standardize
 from headstart._transfer._common import (
     MIN_VAR,
     GPBatch,
     fit_se_gp,
     psd_sample,
-    standardize,
     weighted_log_mean_lengthscales,
 )
+from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.metafit import MetaGPParams, MetaGPs, fit_meta_gps
 from headstart._transfer.se_kernel import se_kernel
 
@@ -176,6 +176,8 @@ class RGPEPosterior:
         target_weight: Its weight.
     """
 
+    includes_noise = False
+
     def __init__(
         self,
         meta: MetaGPs,
@@ -239,7 +241,7 @@ class RGPEPosterior:
         return mean, cov
 
 
-class RGPE:
+class RGPE(TransferSurrogate):
     r"""RGPE as a transfer surrogate: base GPs fitted once, target GP and weights per call.
 
     Args:

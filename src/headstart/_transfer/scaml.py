@@ -50,9 +50,10 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._engine.numerics import robust_cholesky
 from headstart._gp.kernel import sq_dist_np
-from headstart._gp.lbfgsb import batched_lbfgsb
-from headstart._gp.model import robust_cholesky
+from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.metafit import MetaGPs, fit_meta_gps
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
@@ -156,7 +157,7 @@ class ScaMLPosterior:
     r"""ScaML-GP's test posterior (Eq. 7) at fixed hyperparameters, in normalized units.
 
     Implements the posterior interface of :mod:`headstart._transfer` (means, variances and their
-    gradients in ``x``), so :class:`headstart._gp.acquisition.Criterion` works on it unchanged.
+    gradients in ``x``), so :class:`headstart._engine.acquisition.Criterion` works on it unchanged.
 
     Args:
         meta: Fitted meta-task GPs (raw units, maximized targets).
@@ -168,6 +169,8 @@ class ScaMLPosterior:
         prune_threshold: Tasks with ``w_i sd_i M / sum_j w_j sd_j`` below this are left out of
             the prediction (the reference implementation's speed-up; 0 keeps every task).
     """
+
+    includes_noise = False
 
     def __init__(
         self,
@@ -463,7 +466,7 @@ def fit_test_params(
     return ScaMLParams.from_raw(xs[best], d), float(fs[best]), ybar, scale
 
 
-class ScaML:
+class ScaML(TransferSurrogate):
     r"""ScaML-GP as a transfer surrogate: meta GPs fitted once, test model refitted per call.
 
     Args:
@@ -561,6 +564,15 @@ class ScaML:
         """Each source's weight ``w_m`` (the initial ``1/M`` before any test data)."""
         params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
         return {name: float(w) for name, w in zip(self.names, params.weights, strict=True)}
+
+    def state(self) -> dict:
+        """The last MAP test hyperparameters and weights (warm start of the next fit)."""
+        return {} if self.params is None else {"params": self.params.to_raw().tolist()}
+
+    def load_state(self, state: dict) -> None:
+        raw = np.asarray(state.get("params", []), dtype=np.float64)
+        if len(raw) == len(ScaMLParams.initial(len(self.names), len(self.is_cat)).to_raw()):
+            self.params = ScaMLParams.from_raw(raw, len(self.is_cat))
 
     def residual_variance(self) -> float:
         """Signal variance of the residual kernel ``k_t`` in raw units (``s_t * scale^2``)."""

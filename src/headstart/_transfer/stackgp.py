@@ -42,14 +42,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from headstart._engine.numerics import standardize
 from headstart._transfer._common import (
     MIN_VAR,
     GPBatch,
     fit_se_gp,
-    standardize,
     unpack_tasks,
     weighted_log_mean_lengthscales,
 )
+from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.metafit import MetaGPParams
 
 ALPHA = 1.0  # [Vizier] Sec. 3.3: the relative weight of a level's own data in beta
@@ -88,6 +89,8 @@ class StackGPPosterior:
         target: The test level, or ``None``.
         coef: ``L`` coefficients ``c_l`` (meta levels, then the test level if present).
     """
+
+    includes_noise = False
 
     def __init__(self, levels: GPBatch, target: GPBatch | None, coef: np.ndarray) -> None:
         self.levels, self.target = levels, target
@@ -164,7 +167,7 @@ def _stack_params(params: Sequence[MetaGPParams]) -> MetaGPParams:
     )
 
 
-class StackGP:
+class StackGP(TransferSurrogate):
     r"""StackGP as a transfer surrogate: the meta stack fitted once, the test level per call.
 
     Args:

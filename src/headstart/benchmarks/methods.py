@@ -21,7 +21,7 @@ that returns the next configuration (``study.ask()`` for headstart and Optuna; m
 acquisition optimisation + decoding for the BoTorch loop).
 
 Model-based methods use the same initial-design size, ``min(2 d + 1, budget // 5)`` (at least 1),
-the default of :func:`headstart.strategy.default_n_initial`. Third-party imports (optuna, torch,
+the default of :func:`headstart._strategy.default_n_initial`. Third-party imports (optuna, torch,
 botorch) happen inside the methods, so importing this module is cheap.
 """
 
@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from headstart._strategy import default_n_initial
 from headstart.benchmarks.functions import Task
 from headstart.exceptions import InvalidSettingError
 from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
-from headstart.strategy import default_n_initial
 
 Method = Callable[[Task, int, int], list[dict[str, Any]]]
 
@@ -190,7 +190,10 @@ def run_headstart_pibo_logei(task: Task, seed: int, budget: int) -> list[dict[st
 
 
 def prior_strength_method(beta: float) -> Method:
-    """A piBO method with a fixed ``prior_strength`` (for the beta ablation)."""
+    """A piBO method with a fixed ``prior_strength`` (for the beta ablation).
+
+    The acquisition is the default with active priors, EI: ``EI * pi^(beta/n)``.
+    """
     return _PiBOStrength(float(beta))
 
 
@@ -490,7 +493,7 @@ for _beta in (1, 2, 5, 10, 20, 50):
     register_method(
         f"headstart-pibo-beta{_beta}",
         prior_strength_method(_beta),
-        description=f"headstart piBO (LogEI) with prior_strength beta = {_beta}",
+        description=f"headstart piBO (EI) with prior_strength beta = {_beta}",
     )
 
 __all__ = [

@@ -93,25 +93,18 @@ def _draw_overhead(ax, rows, colors) -> None:
 
 
 def _save(fig, path: str | Path) -> Path:
-    import matplotlib.pyplot as plt
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
 def _figure(n_rows: int, n_cols: int):
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(
-        n_rows, n_cols, figsize=(4.6 * n_cols, 3.6 * n_rows), dpi=110, squeeze=False
-    )
+    fig = Figure(figsize=(4.6 * n_cols, 3.6 * n_rows), dpi=110)
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
     return fig, axes
 
 

@@ -17,12 +17,37 @@ distances), :mod:`~headstart.kernels.metagp` (the GP over kernels),
 
 from __future__ import annotations
 
-from headstart.kernels.covariance import to_gpytorch
-from headstart.kernels.grammar import Base, KernelGrammar, Op, canonical, parse
-from headstart.kernels.model import KernelModel, TreeGP
-from headstart.kernels.oracle import Oracle, OracleResult, evaluate
-from headstart.kernels.search import KernelSearchResult, load_csv, search
-from headstart.kernels.strategies import BOSOT, Evaluation, GreedySearch, RandomSearch
+import importlib
+from typing import Any
+
+# Loaded on first use: the kernel math needs torch, and `import headstart` must not load it.
+_EXPORTS = {
+    "to_gpytorch": "covariance",
+    "Base": "grammar",
+    "KernelGrammar": "grammar",
+    "Op": "grammar",
+    "canonical": "grammar",
+    "parse": "grammar",
+    "KernelModel": "model",
+    "TreeGP": "model",
+    "Oracle": "oracle",
+    "OracleResult": "oracle",
+    "evaluate": "oracle",
+    "KernelSearchResult": "search",
+    "load_csv": "search",
+    "search": "search",
+    "BOSOT": "strategies",
+    "Evaluation": "strategies",
+    "GreedySearch": "strategies",
+    "RandomSearch": "strategies",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BOSOT",

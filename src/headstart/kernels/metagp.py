@@ -24,7 +24,7 @@ import scipy.stats
 import torch
 import torch.nn.functional as F
 
-from headstart._gp.lbfgsb import batched_lbfgsb
+from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart.kernels.grammar import Tree
 from headstart.kernels.sot import TreeFeatures, distance_matrices, sot_kernel
 

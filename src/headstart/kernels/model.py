@@ -3,7 +3,7 @@ r"""A GP with a kernel-tree covariance at fixed hyperparameters, for prediction 
 :class:`TreeGP` works on the scaled data the search used (inputs in ``[0, 1]``, standardised
 targets) and exposes the posterior interface of the BO engine (``posterior``,
 ``posterior_and_grad``, ``joint_posterior``), so the acquisition search of
-:mod:`headstart._gp.optimize` runs unchanged on a searched kernel. :class:`KernelModel` adds the
+:mod:`headstart._engine.optimize` runs unchanged on a searched kernel. :class:`KernelModel` adds the
 scalers and predicts in the user's units.
 
 Posterior (Rasmussen & Williams, Eqs. 2.25-2.26), with ``K_y = K + s_n^2 I``:
@@ -18,14 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from headstart._engine.numerics import robust_cholesky
 from headstart.exceptions import DatasetError
 from headstart.kernels.covariance import covariance, leaf_offsets
 from headstart.kernels.grammar import Tree
-
-
-@dataclass(frozen=True)
-class _Params:
-    lengthscales: np.ndarray
 
 
 class TreeGP:
@@ -38,6 +34,8 @@ class TreeGP:
         train_X: ``n x D`` inputs in ``[0, 1]``.
         train_y: ``n`` standardised targets.
     """
+
+    includes_noise = False
 
     def __init__(
         self,
@@ -55,14 +53,10 @@ class TreeGP:
         self._X = torch.from_numpy(self.train_X)
         K = covariance(tree, self.values, self._X)
         K = K + self.noise * torch.eye(len(self.train_y), dtype=torch.float64)
-        L, info = torch.linalg.cholesky_ex(K)
-        jitter = 1e-8
-        while int(info) != 0 and jitter < 1.0:
-            L, info = torch.linalg.cholesky_ex(K + jitter * torch.eye(len(K), dtype=K.dtype))
-            jitter *= 10
+        L = robust_cholesky(K, label=f"The covariance of {tree}")
         self._L = L
         self._alpha = torch.cholesky_solve(torch.from_numpy(self.train_y)[:, None], L)[:, 0]
-        self.params = _Params(self._lengthscales())
+        self.lengthscales = self._lengthscales()
         self.outputscale = float(covariance(tree, self.values, self._X, diag=True).max())
 
     def _lengthscales(self) -> np.ndarray:

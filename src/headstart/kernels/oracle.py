@@ -37,8 +37,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from headstart._gp.lbfgsb import batched_lbfgsb
-from headstart._gp.threads import limit_threads
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._engine.threads import limit_threads
 from headstart.exceptions import InvalidSettingError
 from headstart.kernels.covariance import (
     NOISE_FLOOR,
@@ -225,7 +225,7 @@ def fit_map(
     """MAP fits from ``restarts`` starts: ``[(log posterior, raw)]``, best first (failed dropped).
 
     The starts run as decoupled L-BFGS-B instances whose evaluations are batched into one
-    batched Cholesky (:func:`headstart._gp.lbfgsb.batched_lbfgsb`). Start 0 is the paper's
+    batched Cholesky (:func:`headstart._engine.lbfgsb.batched_lbfgsb`). Start 0 is the paper's
     (every value 1.0, noise 1e-4); the others scale the unconstrained values by ``U(0.5, 1.5)``
     factors, and set PER periods as in :func:`period_starts`.
     """

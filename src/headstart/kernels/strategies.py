@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headstart._gp.threads import limit_threads
+from headstart._engine.threads import limit_threads
 from headstart.exceptions import InvalidSettingError
 from headstart.kernels.grammar import KernelGrammar, Tree, canonical
 from headstart.kernels.metagp import SOTMetaGP

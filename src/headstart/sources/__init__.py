@@ -19,7 +19,7 @@ Conventions:
 * Search spaces are compared on their structure: parameter names, types, bounds, log scaling,
   choices and fixed values. Priors and categorical weights are beliefs, not encoding, and may
   differ. A source in a different space raises :class:`SourceSpaceMismatchError` naming the
-  parameter; transfer across different spaces is the job of ``method="mphd"``.
+  parameter.
 * Task names are unique in what :func:`resolve_sources` returns: a repeated name gets a suffix
   (``"a"``, ``"a#2"``, ``"a#3"`` in order of appearance).
 * :func:`data_hash` is a SHA-256 over names, directions, ``X`` and ``y``: the key under which a
@@ -29,28 +29,20 @@ Conventions:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
+from headstart._meta import DIRECTIONS, MetaTask, _check_direction, data_hash
 from headstart.exceptions import (
     InvalidSettingError,
     SourceFileError,
     SourceSpaceMismatchError,
     UnknownStudyError,
 )
-from headstart.sources._studies import from_storage, from_study
+from headstart.sources._studies import from_storage, from_study, is_study
 from headstart.sources._tables import from_arrays, from_csv, from_dataframe
-from headstart.sources._task import (
-    DIRECTIONS,
-    MPHD_HINT,
-    MetaTask,
-    _check_direction,
-    space_difference,
-)
+from headstart.sources._task import space_difference
 from headstart.space import SearchSpace
 from headstart.storage import Storage, get_storage
 
@@ -66,26 +58,24 @@ def _resolve_one(
     direction: str,
     exclude: set[str],
 ) -> list[MetaTask]:
-    from headstart.study import Study
-
     if isinstance(item, MetaTask):
         if item.X.shape[1] != space.dim:
             raise SourceSpaceMismatchError(
                 f"MetaTask {item.name!r} has {item.X.shape[1]} encoded columns but the study's "
-                f"search space has {space.dim} ({[c.name for c in space.columns]}). {MPHD_HINT}"
+                f"search space has {space.dim} ({[c.name for c in space.columns]})."
             )
         return [item]
     if _is_frame(item):
         return from_dataframe(item, space, direction=direction)
     if isinstance(item, os.PathLike):
         return from_csv(item, space, direction=direction)
-    if isinstance(item, Study | str):
-        name = item.name if isinstance(item, Study) else item
+    if is_study(item) or isinstance(item, str):
+        name = item if isinstance(item, str) else item.name
         if name in exclude:
             raise InvalidSettingError(
                 f"Study {name!r} cannot transfer from itself; leave it out of transfer_from."
             )
-        if isinstance(item, Study):
+        if is_study(item):
             return [from_study(item, space=space)]
         if item.lower().endswith(".csv") and os.path.exists(item):
             return from_csv(item, space, direction=direction)
@@ -172,27 +162,6 @@ def resolve_sources(
     for item in items:
         tasks.extend(_resolve_one(item, space, store, direction, excluded))
     return _unique_names(tasks)
-
-
-def data_hash(tasks: Iterable[MetaTask]) -> str:
-    r"""SHA-256 hex digest of the meta-data: names, directions, shapes, ``X`` and ``y``, in order.
-
-    Arrays are hashed as little-endian float64 bytes with ``-0.0`` folded into ``0.0``, so equal
-    data give equal keys on every platform. Use it (with the model's settings) as a cache key.
-    """
-    h = hashlib.sha256(b"headstart-meta-v1\0")
-
-    def part(data: bytes) -> None:
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-
-    for t in tasks:
-        part(t.name.encode())
-        part(t.direction.encode())
-        part(np.asarray(t.X.shape, dtype="<i8").tobytes())
-        part(np.ascontiguousarray(t.X + 0.0, dtype="<f8").tobytes())
-        part(np.ascontiguousarray(t.y + 0.0, dtype="<f8").tobytes())
-    return h.hexdigest()
 
 
 __all__ = [

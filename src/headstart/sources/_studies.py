@@ -3,10 +3,11 @@ r"""Meta-tasks from stored studies: one study (:func:`from_study`) or all of a s
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from headstart._meta import MetaTask
 from headstart.exceptions import (
     EmptySourceError,
     InvalidParamsError,
@@ -15,7 +16,7 @@ from headstart.exceptions import (
     SearchSpaceError,
     SourceSpaceMismatchError,
 )
-from headstart.sources._task import MPHD_HINT, MetaTask, _check_space, _finite, space_difference
+from headstart.sources._task import _check_space, _finite, space_difference
 from headstart.space import SearchSpace
 from headstart.storage import (
     DEFAULT_STORAGE_URL,
@@ -25,9 +26,6 @@ from headstart.storage import (
     TrialState,
     get_storage,
 )
-
-if TYPE_CHECKING:
-    from headstart.study import Study
 
 
 def _task_from_records(
@@ -51,16 +49,24 @@ def _task_from_records(
         except InvalidParamsError as e:
             raise SourceSpaceMismatchError(
                 f"Task {record.name!r}, trial {t.number}: {e} The study's trials do not fit the "
-                f"target search space. {MPHD_HINT}"
+                f"target search space."
             ) from e
         values.append(value)
     return MetaTask(record.name, space.encode(configs), np.asarray(values), record.direction)
 
 
-def _study_record(study: Any, storage: str | Storage | None) -> tuple[StudyRecord, Storage]:
-    from headstart.study import Study
+def is_study(obj: Any) -> bool:
+    """Whether ``obj`` is a study object: a ``name`` and the ``storage`` it lives in.
 
-    if isinstance(study, Study):
+    Duck-typed, so this package does not import :mod:`headstart.study` (it sits below it).
+    """
+    return isinstance(getattr(obj, "name", None), str) and isinstance(
+        getattr(obj, "storage", None), Storage
+    )
+
+
+def _study_record(study: Any, storage: str | Storage | None) -> tuple[StudyRecord, Storage]:
+    if is_study(study):
         return study.storage.get_study(study.name), study.storage
     if not isinstance(study, str):
         raise InvalidSettingError(f"Expected a study name or a Study; got {study!r}.")
@@ -69,7 +75,7 @@ def _study_record(study: Any, storage: str | Storage | None) -> tuple[StudyRecor
 
 
 def from_study(
-    study: str | Study,
+    study: Any,
     storage: str | Storage | None = DEFAULT_STORAGE_URL,
     space: SearchSpace | None = None,
 ) -> MetaTask:
@@ -146,7 +152,7 @@ def from_storage(
         raise SourceSpaceMismatchError(
             f"transfer_from='all' found no study with this search space in {store.url}: "
             f"{'; '.join(skipped[:3])}{more}. Same-space transfer needs the same parameters, "
-            f"types and bounds. {MPHD_HINT}"
+            f"types and bounds."
         )
     trials = store.get_trials_of_studies([r.study_id for r in same], [TrialState.COMPLETE])
     tasks = [_task_from_records(r, trials[r.study_id], space) for r in same if trials[r.study_id]]

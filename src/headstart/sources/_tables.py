@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from headstart._meta import MetaTask, _check_direction
 from headstart.exceptions import (
     EmptySourceError,
     InvalidParamsError,
@@ -23,7 +24,7 @@ from headstart.exceptions import (
     SourceFileError,
     SourceSpaceMismatchError,
 )
-from headstart.sources._task import MPHD_HINT, MetaTask, _check_direction, _finite
+from headstart.sources._task import _finite
 from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
 from headstart.storage import TrialState
 
@@ -53,7 +54,7 @@ def _param_columns(columns: list, space: SearchSpace, label: str, skip: set) -> 
         raise SourceSpaceMismatchError(
             f"DataFrame {label!r} does not match the study's search space {list(space)}: "
             f"{'; '.join(diffs)}. Name one column per parameter (drop columns that are not "
-            f"parameters). {MPHD_HINT}"
+            f"parameters)."
         )
     return found
 
@@ -123,7 +124,7 @@ def _frame_tasks(
         except InvalidParamsError as e:
             raise SourceSpaceMismatchError(
                 f"Task {task!r}, {where(i)}: {e} The meta-data do not fit the study's search "
-                f"space: drop the row or widen the space. {MPHD_HINT}"
+                f"space: drop the row or widen the space."
             ) from e
         configs, values = groups.setdefault(task, ([], []))
         configs.append(config)
@@ -285,7 +286,7 @@ def from_arrays(
             except InvalidParamsError as e:
                 raise SourceSpaceMismatchError(
                     f"Task {name!r}, row {i}: {e} The meta-data do not fit the study's search "
-                    f"space. {MPHD_HINT}"
+                    f"space."
                 ) from e
         U = space.encode(configs)
     else:
@@ -305,7 +306,7 @@ def _encoded(name: str, rows: Any, space: SearchSpace | None) -> np.ndarray:
     if space is not None and U.shape[1] != space.dim:
         raise SourceSpaceMismatchError(
             f"Task {name!r}: X has {U.shape[1]} columns but the study's search space encodes to "
-            f"{space.dim} ({[c.name for c in space.columns]}). {MPHD_HINT}"
+            f"{space.dim} ({[c.name for c in space.columns]})."
         )
     bad = ~np.isfinite(U) | (U < 0.0) | (U > 1.0)
     if bad.any():

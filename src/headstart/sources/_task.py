@@ -7,77 +7,10 @@ and fixed values. Priors and categorical weights are beliefs, not encoding, and 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from headstart.exceptions import InvalidSettingError, MetaDataValueError, SourceSpaceMismatchError
+from headstart.exceptions import SourceSpaceMismatchError
 from headstart.space import SearchSpace
-
-DIRECTIONS = ("minimize", "maximize")
-MPHD_HINT = "For transfer across different search spaces use method='mphd'."
-
-
-@dataclass(frozen=True, eq=False)
-class MetaTask:
-    r"""Evaluations of one earlier task on the study's search space.
-
-    Args:
-        name: Name of the task (a study name, a ``task`` column value, ...).
-        X: ``n x d`` configurations encoded to ``[0, 1]^d`` with the study's
-            :meth:`~headstart.space.SearchSpace.encode`.
-        y: ``n`` finite objective values.
-        direction: ``"minimize"`` or ``"maximize"``: how ``y`` is to be read.
-
-    Raises:
-        InvalidSettingError: an unknown direction.
-        MetaDataValueError: ``X`` is not ``n x d``, or ``X`` / ``y`` hold NaN, inf or non-numbers.
-    """
-
-    name: str
-    X: np.ndarray
-    y: np.ndarray
-    direction: str = "minimize"
-
-    def __post_init__(self) -> None:
-        _check_direction(self.direction)
-        try:
-            X = np.asarray(self.X, dtype=np.float64)
-            y = np.asarray(self.y, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError) as e:
-            raise MetaDataValueError(f"Task {self.name!r}: X and y must be numeric ({e}).") from e
-        if X.size == 0 and X.ndim < 2:
-            X = X.reshape(0, 0)
-        if X.ndim != 2 or X.shape[0] != len(y):
-            raise MetaDataValueError(
-                f"Task {self.name!r}: X must be n x d with one row per value in y; got X of shape "
-                f"{X.shape} and {len(y)} values."
-            )
-        for label, bad in (("y", ~np.isfinite(y)), ("X", ~np.isfinite(X).all(axis=1))):
-            if bad.any():
-                row = int(np.argmax(bad))
-                raise MetaDataValueError(
-                    f"Task {self.name!r}, row {row}: {label} is not finite. Meta-data must be "
-                    "finite numbers; drop the row."
-                )
-        object.__setattr__(self, "X", X)
-        object.__setattr__(self, "y", y)
-
-    @property
-    def n(self) -> int:
-        """Number of evaluations."""
-        return len(self.y)
-
-    def y_max(self) -> np.ndarray:
-        """``y`` in the *maximize* convention (negated for minimization tasks)."""
-        return -self.y if self.direction == "minimize" else self.y.copy()
-
-
-# --- checks ---------------------------------------------------------------------------------------
-def _check_direction(direction: Any) -> None:
-    if direction not in DIRECTIONS:
-        raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
 
 
 def _finite(value: Any) -> float | None:
@@ -134,5 +67,5 @@ def _check_space(source: SearchSpace, target: SearchSpace, label: str) -> None:
     if diff is not None:
         raise SourceSpaceMismatchError(
             f"{label} does not share the study's search space: {diff}. Transfer to this study "
-            f"needs the same parameters, types and bounds. {MPHD_HINT}"
+            f"needs the same parameters, types and bounds."
         )

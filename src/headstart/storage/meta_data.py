@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from headstart._meta import MetaTask, data_hash
 from headstart.exceptions import StorageError
-from headstart.sources import MetaTask, data_hash
 
 META_DATA_VERSION = "meta-data/v1"
 

@@ -19,7 +19,7 @@ numpy with closed-form gradients (the search makes many tiny batched calls).
 * ``ucb``: ``UCB(x) = mu + sqrt(beta) sigma`` with ``beta = 2`` ([Srinivas2010]_; a fixed beta as in
   common practice rather than the theoretical schedule).
 * ``ts``: Thompson sampling, the argmax of one joint posterior sample on a candidate set
-  (see :func:`headstart._gp.optimize.thompson_sample`).
+  (see :func:`headstart._engine.optimize.thompson_sample`).
 
 piBO ([Hvarfner2022]_, Eq. 6) multiplies the acquisition by ``pi(x)^gamma``, ``gamma = beta / n``.
 EI and PI are multiplied in linear space, exactly as Eq. 6 is written. In log space the product is
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erfcx, log_ndtr, ndtr
 
-from headstart._gp.model import ExactGP
+from headstart._engine.protocols import Posterior
 
 UCB_BETA = 2.0  # UCB exploration weight: mu + sqrt(2) sigma
 LOG_PRIOR_FLOOR = math.log(1e-12)  # piBO: log max(pi, 1e-12), see STYLE.md section 5
@@ -232,7 +232,7 @@ class Criterion:
     columns).
 
     Args:
-        gp: A fitted :class:`~headstart._gp.model.ExactGP` on standardized ``y``.
+        posterior: A :class:`~headstart._engine.protocols.Posterior` (units of ``best_f``).
         kind: One of :data:`KINDS`.
         best_f: Incumbent (largest standardized observation).
         prior: The piBO factor, or ``None``.
@@ -241,7 +241,7 @@ class Criterion:
 
     def __init__(
         self,
-        gp: ExactGP,
+        posterior: Posterior,
         kind: str,
         best_f: float,
         prior: PriorWeight | None = None,
@@ -249,7 +249,7 @@ class Criterion:
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {kind!r}.")
-        self.gp = gp
+        self.posterior = posterior
         self.kind = kind
         self.best_f = float(best_f)
         self.prior = prior if (prior is not None and prior.active) else None
@@ -286,7 +286,7 @@ class Criterion:
         """Criterion at ``X`` (``m x d``), no gradient: returns ``m``."""
         out = np.empty(X.shape[0])
         for i in range(0, X.shape[0], chunk):
-            mean, var = self.gp.posterior(X[i : i + chunk])
+            mean, var = self.posterior.posterior(X[i : i + chunk])
             if self.kind == "logei":
                 out[i : i + chunk] = log_ei(mean, var, self.best_f)
             else:
@@ -295,7 +295,7 @@ class Criterion:
 
     def value_and_grad(self, X: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Criterion at ``X`` (``m x d``) and its gradient in columns ``cols``: ``m``, ``m x k``."""
-        mean, var, dmean, dvar = self.gp.posterior_and_grad(X)
+        mean, var, dmean, dvar = self.posterior.posterior_and_grad(X)
         values, d_mean, d_var = self._base(mean, var)
         grad = (d_mean[:, None] * dmean + d_var[:, None] * dvar)[:, cols]
         if self.prior is None:

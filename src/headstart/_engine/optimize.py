@@ -10,7 +10,7 @@ The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implem
    drawn by roulette with ``p ∝ exp(f - f_max)`` (for LogEI: proportional to EI), :data:`N_STARTS`
    in all.
 3. **Local search**, all starts together, a few rounds of
-   a. one batched, decoupled L-BFGS-B (:func:`headstart._gp.lbfgsb.batched_lbfgsb`) over the
+   a. one batched, decoupled L-BFGS-B (:func:`headstart._engine.lbfgsb.batched_lbfgsb`) over the
       *relaxed* columns (continuous ones, and integers with more than :data:`EXHAUSTIVE_MAX`
       values, which are snapped afterwards). It works in preconditioned coordinates
       ``z_j = x_j / ell_j`` (bounds ``[0, 1 / ell_j]``), which equalizes the curvature across
@@ -36,9 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import qmc
 
-from headstart._gp.acquisition import Criterion, PriorWeight, log_softplus
-from headstart._gp.lbfgsb import batched_lbfgsb
-from headstart._gp.model import ExactGP
+from headstart._engine.acquisition import Criterion, PriorWeight, log_softplus
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._engine.numerics import jittered_cholesky_np
+from headstart._engine.protocols import Posterior
 
 N_SOBOL = 2048  # screening points (Optuna GPSampler: 2048 preliminary samples)
 N_STARTS = 10  # local searches (Optuna GPSampler: 10)
@@ -250,7 +251,7 @@ def _best_non_duplicate(X: np.ndarray, values: np.ndarray, train_X: np.ndarray) 
 
 
 def thompson_sample(
-    gp: ExactGP,
+    posterior: Posterior,
     space: MixedSpace,
     train_X: np.ndarray,
     train_y: np.ndarray,
@@ -265,7 +266,7 @@ def thompson_sample(
     With a prior, the sample is scored as ``log softplus(f - best_f) + gamma log pi``.
 
     Args:
-        gp: Fitted GP on standardized targets.
+        posterior: The model's posterior (units of ``train_y``).
         space: Column layout.
         train_X: ``n x d``; train_y: ``n`` (standardized).
         rng: Seeds the candidates and the sample.
@@ -288,16 +289,8 @@ def thompson_sample(
     fresh = ~is_duplicate(cand, train_X)
     if fresh.any():
         cand = cand[fresh]
-    mean, cov = gp.joint_posterior(cand)
-    eye_scale = gp.outputscale * np.eye(len(cand))
-    for k in range(8):
-        try:
-            L = np.linalg.cholesky(cov + 1e-10 * 10.0**k * eye_scale)
-            break
-        except np.linalg.LinAlgError:
-            continue
-    else:  # pragma: no cover - the covariance is PSD up to rounding
-        L = np.diag(np.sqrt(np.maximum(np.diagonal(cov), 0.0)))
+    mean, cov = posterior.joint_posterior(cand)
+    L = jittered_cholesky_np(cov, posterior.outputscale)
     sample = mean + L @ rng.standard_normal(len(cand))
     if criterion is not None and criterion.prior is not None:
         score = log_softplus(sample - criterion.best_f)[0] + criterion.prior_term(cand)

@@ -1,0 +1,135 @@
+r"""A study's configuration: one frozen, validated object, stored as JSON with the study.
+
+:func:`headstart.create_study` builds a :class:`StudyConfig` from its keywords (every check runs
+here, once, before anything is stored), the storage keeps :meth:`StudyConfig.to_json`, and a
+reopened study rebuilds it with :meth:`StudyConfig.from_json`. The strategy reads it; nothing else
+keeps its own list of settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headstart._methods import ACQUISITIONS, MethodSpec, get_method
+from headstart.exceptions import InvalidSettingError
+from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
+
+DIRECTIONS = ("minimize", "maximize")
+
+
+def _check_bool(label: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidSettingError(f"{label} must be True or False; got {value!r}.")
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    r"""How a study suggests configurations (all of ``create_study``'s model settings).
+
+    Attributes:
+        method: A registered method (:mod:`headstart._methods`).
+        seed: Seed of every suggestion.
+        n_initial: Size of the initial design (``None``: the default for the budget).
+        budget: Planned number of trials.
+        acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"`` (``None``: the
+            method's default, resolved by :meth:`resolved`).
+        deterministic: The objective is noise-free.
+        ucb_beta: UCB's ``beta`` (``None``: the method's default).
+        transfer: Where the frozen meta-data are stored (set by ``create_study``).
+        prior_strength: piBO's ``beta`` (``None``: ``budget / 10``, or 10).
+        use_priors: ``False`` ignores the space's priors.
+        prior_density: A joint density was given (callables are not stored).
+        prior_design: With priors, start at the belief's mode, then draws from it.
+        prior_candidate_share: Share of screening candidates drawn from the belief.
+        kernel: ``"matern"``, ``"auto"`` or a kernel expression.
+        kernel_search: Options of ``kernel="auto"``.
+    """
+
+    method: str = "gp"
+    seed: int = 0
+    n_initial: int | None = None
+    budget: int | None = None
+    acquisition: str | None = None
+    deterministic: bool = False
+    ucb_beta: float | None = None
+    transfer: dict | None = None
+    prior_strength: float | None = None
+    use_priors: bool = True
+    prior_density: bool = False
+    prior_design: bool = True
+    prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE
+    kernel: str = "matern"
+    kernel_search: dict | None = None
+
+    def __post_init__(self) -> None:
+        spec = get_method(self.method)
+        _check_bool("deterministic", self.deterministic)
+        _check_bool("use_priors", self.use_priors)
+        _check_bool("prior_design", self.prior_design)
+        if self.acquisition is not None and self.acquisition not in ACQUISITIONS:
+            raise InvalidSettingError(
+                f"acquisition must be one of {ACQUISITIONS}; got {self.acquisition!r}."
+            )
+        for label, v in (("n_initial", self.n_initial), ("budget", self.budget)):
+            low = 0 if (label == "n_initial" and not spec.initial_design) else 1
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+                raise InvalidSettingError(f"{label} must be a positive integer or None; got {v!r}.")
+        v = self.ucb_beta
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0
+        ):
+            raise InvalidSettingError(f"ucb_beta must be a finite number >= 0; got {v!r}.")
+        if self.prior_strength is not None:
+            object.__setattr__(self, "prior_strength", check_prior_strength(self.prior_strength))
+        object.__setattr__(
+            self, "prior_candidate_share", check_candidate_share(self.prior_candidate_share)
+        )
+        if self.ucb_beta is not None:
+            object.__setattr__(self, "ucb_beta", float(self.ucb_beta))
+        if self.kernel_search is not None:
+            object.__setattr__(self, "kernel_search", dict(self.kernel_search))
+        if self.kernel != "matern" or self.kernel_search is not None:
+            from headstart.kernels.settings import KernelSearchSettings
+
+            if not spec.kernels:
+                raise InvalidSettingError(
+                    f"kernel={self.kernel!r} needs method='gp'; method={self.method!r} uses its "
+                    "own model."
+                )
+            KernelSearchSettings.from_mapping(self.kernel_search)
+
+    @property
+    def spec(self) -> MethodSpec:
+        """The method's registered spec."""
+        return get_method(self.method)
+
+    def resolved(self, *, priors: bool) -> StudyConfig:
+        """This configuration with the acquisition default filled in (piBO active or not)."""
+        if self.acquisition is not None:
+            return self
+        return dataclasses.replace(self, acquisition=self.spec.default_acquisition(priors))
+
+    def with_kernel_checked(self, kinds: list[str]) -> StudyConfig:
+        """The configuration with ``kernel`` in canonical form, checked against column kinds."""
+        if self.kernel == "matern":
+            return self
+        from headstart.kernels.settings import check_kernel
+
+        return dataclasses.replace(self, kernel=check_kernel(self.kernel, kinds))
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (plain JSON types)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StudyConfig:
+        """Rebuild from :meth:`to_json` output; keys of older or newer versions are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+__all__ = ["DIRECTIONS", "StudyConfig"]

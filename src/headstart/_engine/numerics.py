@@ -1,0 +1,117 @@
+r"""The one standardiser and the one Cholesky-with-jitter of the code base.
+
+* :func:`standardize`: ``z = (y - mean) / std`` (``ddof = 0``); a constant ``y`` -- ``std <=
+  1e-12 max(1, |mean|)`` -- or an empty one gets ``std = 1``, so it maps to zeros, never to NaN.
+* :func:`robust_cholesky`: ``L L^T = K + jitter I`` with jitter ``1e-8 * 10^k`` (``k < 6``, the
+  scheme of linear_operator's ``psd_safe_cholesky``), batched: only the matrices that fail get
+  jitter; a :class:`~headstart.exceptions.NumericsWarning` per retry, NaN input raises
+  :class:`~headstart.exceptions.ModelFittingError` at once, and so does a matrix still not
+  positive definite after the last try.
+* :func:`jittered_cholesky_np`: the same idea in numpy for covariances of samples (Thompson
+  sampling), relative to a scale and never raising.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from headstart.exceptions import ModelFittingError, NumericsWarning
+
+if TYPE_CHECKING:
+    import torch
+
+JITTER_TRIES = 6  # jitter 1e-8 * 10^k, k = 0..5 (linear_operator's psd_safe_cholesky)
+
+
+def standardize(y: np.ndarray) -> tuple[np.ndarray, float, float]:
+    r"""``((y - mean) / std, mean, std)``; a constant or empty ``y`` gets ``std = 1``.
+
+    Example:
+        >>> standardize(np.array([1.0, 3.0]))[0].tolist()
+        [-1.0, 1.0]
+        >>> standardize(np.array([2.0, 2.0]))
+        (array([0., 0.]), 2.0, 1.0)
+    """
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if len(y) == 0:
+        return y.copy(), 0.0, 1.0
+    mean, std = float(y.mean()), float(y.std())
+    std = std if std > 1e-12 * max(1.0, abs(mean)) else 1.0
+    return (y - mean) / std, mean, std
+
+
+def robust_cholesky(
+    K: torch.Tensor,
+    *,
+    diag_mask: torch.Tensor | None = None,
+    warn: bool = True,
+    label: str = "Kernel matrix",
+) -> torch.Tensor:
+    r"""Lower Cholesky factor of each matrix of ``K``, with jitter where it is needed.
+
+    Args:
+        K: ``... x n x n`` symmetric matrices.
+        diag_mask: ``... x n`` (or ``n``) weights of the jitter per diagonal entry (for padded
+            batches: 1 on real rows, 0 on padding); ``None`` for all ones.
+        warn: Issue a :class:`~headstart.exceptions.NumericsWarning` per retry.
+        label: Names the matrix in messages.
+
+    Returns:
+        ``... x n x n`` lower-triangular ``L`` with ``L L^T = K + jitter diag(diag_mask)``; the
+        jitter is 0 for matrices that factorize as they are.
+
+    Raises:
+        ModelFittingError: ``K`` holds NaN, or a matrix is not positive definite even with the
+            largest jitter.
+    """
+    import torch
+
+    L, info = torch.linalg.cholesky_ex(K)
+    bad = info > 0
+    if not bool(bad.any()):
+        return L
+    if bool(torch.isnan(K).any()):
+        raise ModelFittingError(f"{label} contains NaN; cannot factorize it.")
+    n = K.shape[-1]
+    mask = torch.ones(n, dtype=K.dtype) if diag_mask is None else diag_mask.to(K.dtype)
+    for k in range(JITTER_TRIES):
+        jitter = 1e-8 * 10.0**k
+        if warn:
+            warnings.warn(
+                f"{label} not positive definite ({int(bad.sum())} of them); retrying its "
+                f"Cholesky with jitter {jitter:.0e}.",
+                NumericsWarning,
+                stacklevel=2,
+            )
+        L_try, info = torch.linalg.cholesky_ex(
+            K + torch.diag_embed(jitter * bad.to(K.dtype).unsqueeze(-1) * mask)
+        )
+        L = torch.where(bad[..., None, None], L_try, L)
+        bad = bad & (info > 0)
+        if not bool(bad.any()):
+            return L
+    raise ModelFittingError(
+        f"{label} of size {n} is not positive definite even with jitter "
+        f"{1e-8 * 10.0 ** (JITTER_TRIES - 1):.0e}. Check the training data for NaN or duplicates."
+    )
+
+
+def jittered_cholesky_np(cov: np.ndarray, scale: float, tries: int = 8) -> np.ndarray:
+    r"""Cholesky of ``cov + 1e-10 10^k scale I`` for the first ``k < tries`` that works.
+
+    Falls back to the diagonal square root when none does (a posterior covariance is PSD up to
+    rounding, so this is only a guard).
+    """
+    eye = scale * np.eye(len(cov))
+    for k in range(tries):
+        try:
+            return np.linalg.cholesky(cov + 1e-10 * 10.0**k * eye)
+        except np.linalg.LinAlgError:
+            continue
+    return np.diag(np.sqrt(np.maximum(np.diagonal(cov), 0.0)))  # pragma: no cover
+
+
+__all__ = ["JITTER_TRIES", "jittered_cholesky_np", "robust_cholesky", "standardize"]

@@ -1,0 +1,128 @@
+r"""The seam between the BO engine and its models: ``Posterior``, ``Surrogate``, ``ModelCache``.
+
+Every model of headstart -- the exact Matérn GP (:mod:`headstart._gp`), the searched-kernel GP
+(:mod:`headstart.kernels.surrogate`), ScaML-GP, RGPE, StackGP and the multi-task GP
+(:mod:`headstart._transfer`) -- implements :class:`Surrogate`; :class:`~headstart._engine.engine.
+BOEngine` is written against these protocols only, so a new model (a neural surrogate, a GP with
+learned hyperpriors) plugs in without touching the loop. ``headstart.testing.surrogates`` holds the
+conformance suite every implementation passes.
+
+Conventions (all arrays numpy ``float64``):
+
+* inputs ``X`` are ``m x d`` points of the encoded unit cube ``[0, 1]^d``;
+* targets are to be **maximized**; a posterior speaks in its own units (for example standardized
+  ``y``), and :meth:`Surrogate.condition` returns the training targets in those units;
+* variances are of the latent ``f`` unless :attr:`Posterior.includes_noise` says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Posterior(Protocol):
+    r"""A model's predictive distribution of the latent objective ``f`` given the data.
+
+    Attributes:
+        outputscale: Prior variance scale of ``f`` (jitter and sample scales are relative to it).
+        lengthscales: ``d`` characteristic lengthscales for preconditioning the acquisition
+            search, or ``None`` when the model has none (the engine then uses a default).
+        includes_noise: ``True`` when :meth:`posterior` returns the variance of a new
+            *observation* ``y`` rather than of ``f``.
+    """
+
+    outputscale: float
+    lengthscales: np.ndarray | None
+    includes_noise: bool
+
+    def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Marginal mean and variance at ``X`` (``m x d``): ``(m, m)``, variance ``>= 1e-12``."""
+        ...
+
+    def posterior_and_grad(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(mean m, var m, dmean/dX m x d, dvar/dX m x d)``; row ``i`` depends on ``X[i]`` only.
+
+        Categorical columns may have gradient 0 (the search treats them discretely).
+        """
+        ...
+
+    def joint_posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Joint mean (``m``) and covariance (``m x m``, symmetric PSD up to rounding) at ``X``."""
+        ...
+
+
+@runtime_checkable
+class Surrogate(Protocol):
+    r"""A model the engine conditions on the data before every suggestion.
+
+    Attributes:
+        informative_prior: ``True`` when the model's prior already says where to look before any
+            observation of this task (transfer models); without data the engine then maximizes
+            UCB on the prior instead of drawing a uniform point.
+    """
+
+    informative_prior: bool
+
+    def condition(
+        self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator
+    ) -> tuple[Posterior, np.ndarray]:
+        r"""Fit (or refit) to the data and return the posterior.
+
+        Args:
+            train_X: ``n x d`` points in ``[0, 1]`` (``n`` may be 0 for informative priors).
+            train_y: ``n`` finite values to be maximized, in the user's units (sign-flipped for
+                minimize studies).
+            rng: The only source of randomness (for sampled quantities such as RGPE's weights).
+
+        Returns:
+            ``(posterior, y_model)``: the posterior and the ``n`` training targets in its units.
+        """
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """JSON-serializable warm-start state (for example the last fitted hyperparameters)."""
+        ...
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state`'s output; unknown or stale state is ignored."""
+        ...
+
+    def diagnostics(self) -> dict[str, Any]:
+        """What the last :meth:`condition` learned, for reports (weights, hyperparameters...)."""
+        ...
+
+
+def fantasize(surrogate: Surrogate, posterior: Posterior, X_pending: np.ndarray) -> Posterior:
+    r"""The posterior after observing ``X_pending`` (``p x d``) at their posterior means.
+
+    Surrogates may offer ``fantasize(posterior, X_pending)``; the batch issue will use it for
+    ``q > 1``. Until then the engine handles pending points by the constant liar.
+
+    Raises:
+        NotImplementedError: the surrogate offers no fantasies.
+    """
+    method = getattr(surrogate, "fantasize", None)
+    if method is None:
+        raise NotImplementedError(f"{type(surrogate).__name__} has no fantasize().")
+    return method(posterior, X_pending)
+
+
+@runtime_checkable
+class ModelCache(Protocol):
+    """Key / JSON-value store for fitted meta-models (a storage offers one; engines see only this)."""
+
+    def get_cache(self, key: str) -> Any | None:
+        """The JSON value stored under ``key``, or ``None``."""
+        ...
+
+    def put_cache(self, key: str, kind: str, value: Any) -> None:
+        """Store ``value`` (JSON) under ``key``; ``kind`` labels it for humans."""
+        ...
+
+
+__all__ = ["ModelCache", "Posterior", "Surrogate", "fantasize"]

@@ -1,0 +1,107 @@
+r"""The unit of meta-data, :class:`MetaTask`, and its content hash (a leaf: numpy only).
+
+Engines, storage and sources all speak of meta-tasks; keeping them here lets each import the type
+without importing the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from headstart.exceptions import InvalidSettingError, MetaDataValueError
+
+DIRECTIONS = ("minimize", "maximize")
+
+
+def _check_direction(direction: Any) -> None:
+    if direction not in DIRECTIONS:
+        raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
+
+
+@dataclass(frozen=True, eq=False)
+class MetaTask:
+    r"""Evaluations of one earlier task on the study's search space.
+
+    Args:
+        name: Name of the task (a study name, a ``task`` column value, ...).
+        X: ``n x d`` configurations encoded to ``[0, 1]^d`` with the study's
+            :meth:`~headstart.space.SearchSpace.encode`.
+        y: ``n`` finite objective values.
+        direction: ``"minimize"`` or ``"maximize"``: how ``y`` is to be read.
+
+    Raises:
+        InvalidSettingError: an unknown direction.
+        MetaDataValueError: ``X`` is not ``n x d``, or ``X`` / ``y`` hold NaN, inf or non-numbers.
+    """
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    direction: str = "minimize"
+
+    def __post_init__(self) -> None:
+        _check_direction(self.direction)
+        try:
+            X = np.asarray(self.X, dtype=np.float64)
+            y = np.asarray(self.y, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as e:
+            raise MetaDataValueError(f"Task {self.name!r}: X and y must be numeric ({e}).") from e
+        if X.size == 0 and X.ndim < 2:
+            X = X.reshape(0, 0)
+        if X.ndim != 2 or X.shape[0] != len(y):
+            raise MetaDataValueError(
+                f"Task {self.name!r}: X must be n x d with one row per value in y; got X of shape "
+                f"{X.shape} and {len(y)} values."
+            )
+        for label, bad in (("y", ~np.isfinite(y)), ("X", ~np.isfinite(X).all(axis=1))):
+            if bad.any():
+                row = int(np.argmax(bad))
+                raise MetaDataValueError(
+                    f"Task {self.name!r}, row {row}: {label} is not finite. Meta-data must be "
+                    "finite numbers; drop the row."
+                )
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "y", y)
+
+    @property
+    def n(self) -> int:
+        """Number of evaluations."""
+        return len(self.y)
+
+    def y_max(self) -> np.ndarray:
+        """``y`` in the *maximize* convention (negated for minimization tasks)."""
+        return -self.y if self.direction == "minimize" else self.y.copy()
+
+
+def _check_direction(direction: Any) -> None:
+    if direction not in DIRECTIONS:
+        raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
+
+
+def data_hash(tasks: Iterable[MetaTask]) -> str:
+    r"""SHA-256 hex digest of the meta-data: names, directions, shapes, ``X`` and ``y``, in order.
+
+    Arrays are hashed as little-endian float64 bytes with ``-0.0`` folded into ``0.0``, so equal
+    data give equal keys on every platform. Use it (with the model's settings) as a cache key.
+    """
+    h = hashlib.sha256(b"headstart-meta-v1\0")
+
+    def part(data: bytes) -> None:
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    for t in tasks:
+        part(t.name.encode())
+        part(t.direction.encode())
+        part(np.asarray(t.X.shape, dtype="<i8").tobytes())
+        part(np.ascontiguousarray(t.X + 0.0, dtype="<f8").tobytes())
+        part(np.ascontiguousarray(t.y + 0.0, dtype="<f8").tobytes())
+    return h.hexdigest()
+
+
+__all__ = ["DIRECTIONS", "MetaTask", "data_hash"]

@@ -1,0 +1,241 @@
+r"""The method registry: one :class:`MethodSpec` per ``create_study(method=...)``.
+
+A method is its name, which earlier tasks it needs (``sources``: none, the same search space, or
+any search space), its default acquisition and UCB ``beta``, whether it starts with an initial
+design, and a builder of its :class:`~headstart._engine.protocols.Surrogate`. Adding a method is
+one :func:`register_method` call; the study, the strategy, the CLI and the checks read this table.
+Builders import their model lazily, so ``import headstart`` loads no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from headstart._engine.acquisition import UCB_BETA
+from headstart.exceptions import InvalidSettingError
+
+SOURCES = ("none", "same-space", "any-space")
+ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
+TRANSFER_UCB_BETA = 9.0  # ScaML-GP's experiments: UCB with beta^(1/2) = 3 for every method
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a builder may use to make a surrogate.
+
+    Attributes:
+        is_cat: ``d`` mask of categorical columns of the encoded space.
+        seed: The study's seed.
+        deterministic: The objective is noise-free.
+        meta_tasks: Earlier tasks (:class:`headstart._meta.MetaTask`), for transfer methods.
+        cache: A :class:`~headstart._engine.protocols.ModelCache` for fitted meta-models.
+        kernel: ``"matern"``, ``"auto"`` or a kernel expression.
+        kernel_search: Options of ``kernel="auto"`` (a mapping).
+    """
+
+    is_cat: np.ndarray
+    seed: int = 0
+    deterministic: bool = False
+    meta_tasks: Sequence[Any] = ()
+    cache: Any = None
+    kernel: str = "matern"
+    kernel_search: Any = None
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    r"""One optimization method.
+
+    Args:
+        name: The ``method=`` string.
+        sources: ``"none"``, ``"same-space"`` (``transfer_from`` required, same space) or
+            ``"any-space"`` (``transfer_from`` required, any space).
+        description: One line for ``--help`` and errors.
+        build: ``BuildContext -> Surrogate``; ``None`` for model-free methods (random search).
+        acquisition: Default acquisition without user priors.
+        acquisition_with_priors: Default acquisition when piBO is active.
+        ucb_beta: Default UCB ``beta``.
+        initial_design: Start with a Sobol design (``False``: the model is used from trial 1).
+        kernels: Accepts ``kernel="auto"`` or an expression.
+    """
+
+    name: str
+    sources: str
+    description: str
+    build: Callable[[BuildContext], Any] | None
+    acquisition: str = "logei"
+    acquisition_with_priors: str = "ei"
+    ucb_beta: float = UCB_BETA
+    initial_design: bool = True
+    kernels: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sources not in SOURCES:
+            raise ValueError(f"sources must be one of {SOURCES}; got {self.sources!r}.")
+        for acq in (self.acquisition, self.acquisition_with_priors):
+            if acq not in ACQUISITIONS:
+                raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acq!r}.")
+
+    @property
+    def uses_sources(self) -> bool:
+        """Whether the method learns from ``transfer_from``."""
+        return self.sources != "none"
+
+    @property
+    def model_based(self) -> bool:
+        return self.build is not None
+
+    def default_acquisition(self, priors: bool) -> str:
+        """The acquisition used when the study does not choose one."""
+        return self.acquisition_with_priors if priors else self.acquisition
+
+
+_REGISTRY: dict[str, MethodSpec] = {}
+
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    """Add ``spec`` to the registry (a name can be registered once)."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"Method {spec.name!r} is already registered.")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get_method(name: Any) -> MethodSpec:
+    """The spec of ``name``; :class:`InvalidSettingError` listing the methods otherwise."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise InvalidSettingError(f"method must be one of {method_names()}; got {name!r}.")
+    return _REGISTRY[name]
+
+
+def method_names(*, sources: str | None = None) -> tuple[str, ...]:
+    """Registered method names, optionally only those with this ``sources`` kind."""
+    return tuple(n for n, s in _REGISTRY.items() if sources is None or s.sources == sources)
+
+
+def transfer_method_names() -> tuple[str, ...]:
+    """Methods that learn from ``transfer_from``."""
+    return tuple(n for n, s in _REGISTRY.items() if s.uses_sources)
+
+
+# --- the built-in methods ---------------------------------------------------------------------
+def _build_gp(ctx: BuildContext):
+    if ctx.kernel == "matern":
+        from headstart._gp import MaternGP
+
+        return MaternGP(ctx.is_cat, deterministic=ctx.deterministic)
+    from headstart.kernels.settings import KernelSearchSettings
+    from headstart.kernels.surrogate import GrammarKernelGP
+
+    return GrammarKernelGP(
+        len(ctx.is_cat),
+        kernel=ctx.kernel,
+        settings=KernelSearchSettings.from_mapping(ctx.kernel_search),
+        seed=ctx.seed,
+    )
+
+
+def _meta_gps(ctx: BuildContext):
+    from headstart._transfer.cache import cached_meta_gps
+
+    return cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache)
+
+
+def _build_scaml(ctx: BuildContext):
+    from headstart._transfer.scaml import ScaML
+
+    return ScaML(
+        ctx.meta_tasks,
+        ctx.is_cat,
+        seed=ctx.seed,
+        deterministic=ctx.deterministic,
+        meta=_meta_gps(ctx),
+    )
+
+
+def _build_rgpe(ctx: BuildContext):
+    from headstart._transfer.rgpe import RGPE
+
+    # RGPE's base models are the same cached meta GPs as ScaML-GP's
+    return RGPE(
+        ctx.meta_tasks,
+        ctx.is_cat,
+        seed=ctx.seed,
+        deterministic=ctx.deterministic,
+        meta=_meta_gps(ctx),
+    )
+
+
+def _build_stackgp(ctx: BuildContext):
+    from headstart._transfer.stackgp import StackGP
+
+    return StackGP(ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic)
+
+
+def _build_mtgp(ctx: BuildContext):
+    from headstart._transfer.mtgp import MultiTaskGPSurrogate
+
+    return MultiTaskGPSurrogate(
+        ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic
+    )
+
+
+_TRANSFER = {
+    "sources": "same-space",
+    "acquisition": "ucb",  # as in ScaML-GP's experiments
+    "acquisition_with_priors": "ucb",
+    "ucb_beta": TRANSFER_UCB_BETA,
+    "initial_design": False,  # the first suggestion already uses the meta-data
+}
+
+register_method(
+    MethodSpec(
+        "gp",
+        "none",
+        "GP-BO with the fast exact GP (Matérn-5/2, or a searched / given kernel)",
+        _build_gp,
+        kernels=True,
+    )
+)
+register_method(MethodSpec("random", "none", "uniform random search", None))
+register_method(
+    MethodSpec(
+        "scaml",
+        description="ScaML-GP (Tighineanu et al., AISTATS 2024)",
+        build=_build_scaml,
+        **_TRANSFER,
+    )
+)
+register_method(
+    MethodSpec(
+        "rgpe", description="RGPE (Feurer et al. 2018), baseline", build=_build_rgpe, **_TRANSFER
+    )
+)
+register_method(
+    MethodSpec(
+        "stackgp",
+        description="stacked residual GPs (Golovin et al. 2017), baseline",
+        build=_build_stackgp,
+        **_TRANSFER,
+    )
+)
+register_method(
+    MethodSpec(
+        "mtgp", description="BoTorch's multi-task GP, baseline", build=_build_mtgp, **_TRANSFER
+    )
+)
+
+__all__ = [
+    "ACQUISITIONS",
+    "BuildContext",
+    "MethodSpec",
+    "get_method",
+    "method_names",
+    "register_method",
+    "transfer_method_names",
+]

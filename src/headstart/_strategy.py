@@ -1,0 +1,225 @@
+r"""How the next configuration is chosen: an initial design, then the method's model.
+
+The initial design is a scrambled Sobol sequence (Owen scrambling, seeded by the study's seed):
+the k-th design point is the k-th point of that sequence, so suggestions are reproducible across
+processes and restarts. After ``n_initial`` completed (or imported) trials, a model-based method
+asks the one BO engine (:class:`headstart._engine.engine.BOEngine`) with the surrogate its
+registered spec builds (:mod:`headstart._methods`); ``method="random"`` keeps sampling uniformly.
+Transfer methods need no initial design by default: their first suggestion already uses the
+meta-data.
+
+With a user belief (parameter priors or a joint density, :mod:`headstart.pibo`), every
+model-based suggestion maximizes piBO's ``alpha(x) * pi(x)^(beta / n)``, ``n = 1`` at the first
+step after the initial design, and the initial design starts at the belief's mode followed by
+draws from the belief (Alg. 1 of Hvarfner et al. 2022) instead of Sobol points.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from headstart._config import StudyConfig
+from headstart._methods import BuildContext
+from headstart.exceptions import InvalidSettingError
+from headstart.pibo import UserBelief, default_prior_strength, pibo_active
+from headstart.space import SearchSpace
+
+
+def default_n_initial(dim: int, budget: int | None) -> int:
+    """``min(2 d + 1, budget / 5)`` (at least 1); ``2 d + 1`` when the budget is unknown."""
+    n = 2 * dim + 1
+    if budget is not None:
+        n = min(n, budget // 5)
+    return max(n, 1)
+
+
+def sobol_point(dim: int, index: int, seed: int) -> np.ndarray:
+    """The ``index``-th point of a scrambled Sobol sequence in ``[0, 1]^dim``."""
+    from scipy.stats import qmc
+
+    engine = qmc.Sobol(dim, scramble=True, seed=seed)
+    if index:
+        engine.fast_forward(index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # balance warnings are about n != 2^m; one point is fine
+        return engine.random(1)[0]
+
+
+class Strategy:
+    r"""Turns a study's history into the next configuration.
+
+    Args:
+        space: The study's search space.
+        config: The study's :class:`~headstart._config.StudyConfig`.
+        belief: The user's belief (:class:`headstart.pibo.UserBelief`); piBO is on when it is
+            not flat and the prior strength is not 0.
+        meta_tasks: Earlier tasks (:class:`headstart._meta.MetaTask`) for transfer methods.
+        cache: A model cache (:class:`~headstart._engine.protocols.ModelCache`) that keeps fitted
+            meta-task GPs across studies.
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        config: StudyConfig,
+        *,
+        belief: UserBelief | None = None,
+        meta_tasks: Sequence = (),
+        cache=None,
+    ) -> None:
+        spec = config.spec
+        config = config.resolved(priors=pibo_active(belief, config.prior_strength))
+        config = config.with_kernel_checked([c.kind for c in space.columns])
+        self.space = space
+        self.config = config
+        self.spec = spec
+        self.method = config.method
+        self.seed = config.seed
+        self.acquisition = config.acquisition
+        self.meta_tasks = list(meta_tasks)
+        if spec.uses_sources and not self.meta_tasks:
+            raise InvalidSettingError(
+                f"method={self.method!r} learns from earlier tasks; pass transfer_from=... (study "
+                "names, 'all', a DataFrame or MetaTasks), or use method='gp'."
+            )
+        self.ucb_beta = config.ucb_beta if config.ucb_beta is not None else spec.ucb_beta
+        self.cache = cache
+        n_initial = config.n_initial
+        if n_initial is None:
+            n_initial = default_n_initial(space.dim, config.budget) if spec.initial_design else 0
+        self.n_initial = n_initial
+        self.prior_strength = (
+            default_prior_strength(config.budget)
+            if config.prior_strength is None
+            else config.prior_strength
+        )
+        self.belief = belief if pibo_active(belief, self.prior_strength) else None
+        self._engine = None
+
+    @property
+    def engine(self):
+        """The :class:`~headstart._engine.engine.BOEngine` (built on first use)."""
+        if self._engine is None:
+            if not self.spec.model_based:
+                raise InvalidSettingError(
+                    f"method={self.method!r} has no model or acquisition function."
+                )
+            from headstart._engine.engine import BOEngine, DimSpec
+
+            dims = [DimSpec(kind=c.kind, grid=c.grid) for c in self.space.columns]
+            context = BuildContext(
+                is_cat=np.array([c.kind == "categorical" for c in self.space.columns]),
+                seed=self.seed,
+                deterministic=self.config.deterministic,
+                meta_tasks=tuple(self.meta_tasks),
+                cache=self.cache,
+                kernel=self.config.kernel,
+                kernel_search=self.config.kernel_search,
+            )
+            self._engine = BOEngine(
+                dims,
+                lambda: self.spec.build(context),
+                acquisition=self.acquisition,
+                ucb_beta=self.ucb_beta,
+            )
+        return self._engine
+
+    @property
+    def kernel_expression(self) -> str | None:
+        """The grammar kernel the GP uses now (``None`` for Matérn or before the first fit)."""
+        kernel = self.config.kernel
+        if kernel == "matern":
+            return None
+        if self._engine is None or self._engine._surrogate is None:
+            return None if kernel == "auto" else kernel
+        return self._engine.surrogate.expression
+
+    def bo_step(self, n_evaluated: int) -> int:
+        """piBO's ``n``: 1 at the first model-based suggestion after the initial design."""
+        return max(n_evaluated - self.n_initial + 1, 1)
+
+    def prior_exponent(self, n_evaluated: int) -> float:
+        """``beta / n`` for the next model-based suggestion (0 when piBO is off)."""
+        if self.belief is None:
+            return 0.0
+        return self.belief.exponent(self.prior_strength, self.bo_step(n_evaluated))
+
+    def _prior_weight(self, n_evaluated: int):
+        if self.belief is None:
+            return None
+        step = self.bo_step(n_evaluated)
+        return self.belief.weight(self.prior_strength, step, self.config.prior_candidate_share)
+
+    def _design_point(self, design_index: int) -> dict:
+        if self.belief is not None and self.config.prior_design:
+            if design_index == 0:
+                return self.space.decode(self.belief.mode())[0]
+            rng = np.random.default_rng([self.seed, design_index, 0x9B0])
+            return self.space.decode(self.belief.sample(1, rng))[0]
+        return self.space.decode(sobol_point(self.space.dim, design_index, self.seed))[0]
+
+    def _encode(self, configs: Sequence[Mapping]) -> np.ndarray:
+        return self.space.encode(list(configs)) if len(configs) else np.zeros((0, self.space.dim))
+
+    def conditioned_surrogate(self, completed: Sequence[Mapping], values: Sequence[float]):
+        """The surrogate conditioned on ``completed`` / ``values`` (maximize convention)."""
+        engine = self.engine
+        engine.surrogate.condition(
+            self._encode(completed), np.asarray(values, dtype=np.float64), np.random.default_rng(0)
+        )
+        return engine.surrogate
+
+    def criteria(self, completed: Sequence[Mapping], values: Sequence[float]):
+        """The plain and the piBO criterion the next suggestion would use (for plots).
+
+        Returns:
+            ``(plain, pibo)``: :class:`~headstart._engine.acquisition.Criterion` objects on the
+            encoded cube; ``pibo`` is ``None`` when piBO is off.
+        """
+        engine = self.engine
+        X, y = self._encode(completed), np.asarray(values, dtype=np.float64)
+        plain = engine.criterion(X, y)
+        if self.belief is None:
+            return plain, None
+        return plain, engine.criterion(X, y, self._prior_weight(len(completed)))
+
+    def suggest(
+        self,
+        completed: Sequence[Mapping],
+        values: Sequence[float],
+        *,
+        design_index: int,
+        trial_number: int,
+        pending: Sequence[Mapping] = (),
+    ) -> dict:
+        """Next configuration.
+
+        Args:
+            completed: Configurations of completed (and imported) trials.
+            values: Their objective values in the *maximize* convention (already sign-flipped).
+            design_index: How many suggestions the strategy has made before (Sobol index).
+            trial_number: Number of the trial being created (seeds this suggestion).
+            pending: Configurations being evaluated right now (e.g. by other workers); the
+                engine sees them at the worst observed value (constant liar).
+        """
+        rng = np.random.default_rng([self.seed, trial_number])
+        if not self.spec.model_based:
+            return self.space.decode(rng.random(self.space.dim))[0]
+        if len(completed) < self.n_initial:
+            return self._design_point(design_index)
+        values = np.asarray(values, dtype=np.float64)
+        liar = None
+        if len(pending) and not len(values):  # nothing completed yet: worst meta-data value
+            liar = min(float(t.y_max().min()) for t in self.meta_tasks)
+        x = self.engine.suggest(
+            self._encode(completed),
+            values,
+            rng=rng,
+            prior=self._prior_weight(len(completed) + len(pending)),
+            pending=self._encode(pending) if len(pending) else None,
+            liar=liar,
+        )
+        return self.space.decode(x)[0]
