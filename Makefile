@@ -18,6 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

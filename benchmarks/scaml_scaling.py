@@ -164,8 +164,7 @@ def time_suggest(tasks, loop: bool) -> float:
     ``loop=True``: the median of the suggestions at ``N_T - 4 .. N_T`` observations in a BO loop
     (incremental caches, warm-started fit, one of the five with prior restarts).
     """
-    from headstart._gp import DimSpec
-    from headstart._transfer.engine import TransferOptimizer
+    from headstart._engine.engine import BOEngine, DimSpec
     from headstart._transfer.metafit import fit_meta_gps
     from headstart._transfer.scaml import ScaML
 
@@ -175,9 +174,7 @@ def time_suggest(tasks, loop: bool) -> float:
     X_t = rng.random((N_T, D))
     y_t = -np.sum((X_t - 0.4) ** 2, axis=1)
     model = ScaML(tasks, is_cat, meta=meta)
-    opt = TransferOptimizer(
-        [DimSpec("continuous")] * D, lambda: model, acquisition="ucb", ucb_beta=9.0
-    )
+    opt = BOEngine([DimSpec("continuous")] * D, model, acquisition="ucb", ucb_beta=9.0)
     _ = opt.surrogate
     if not loop:
         t0 = time.perf_counter()

@@ -3,7 +3,7 @@ r"""Seconds per suggestion: headstart's GP engine vs Optuna's GPSampler vs a def
 For each training-set size ``n`` (default 10, 20, 30, 40, 50) on Hartmann-6, every method
 suggests from the *same* ``n`` Sobol points (maximizing ``-f``), ``--repeats`` times; the table
 reports the median seconds per suggestion. As inside a real loop, each engine has just fitted
-the first ``n - 1`` points (headstart: the same ``GPOptimizer``, as inside one ``Strategy``;
+the first ``n - 1`` points (headstart: the same ``BOEngine`` with the ``MaternGP`` surrogate, as inside one ``Strategy``;
 Optuna: ``study.ask()`` on the same study, whose hyperparameter cache is then warm) and the timed
 call adds the ``n``-th point. BoTorch is timed as ``SingleTaskGP`` + ``fit_gpytorch_mll`` +
 ``optimize_acqf(LogExpectedImprovement)`` with 10 restarts and 512 raw samples.
@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import qmc
 
-from headstart._gp import DimSpec, GPOptimizer
+from headstart._engine.engine import BOEngine, DimSpec
+from headstart._gp import MaternGP
 from headstart.benchmarks.functions import get_task
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
@@ -52,7 +53,8 @@ def _design(dim: int, n: int, seed: int) -> np.ndarray:
 def time_headstart(X: np.ndarray, y: np.ndarray, repeats: int) -> float:
     times = []
     for r in range(repeats):
-        opt = GPOptimizer([DimSpec("continuous")] * X.shape[1], deterministic=True)
+        d = X.shape[1]
+        opt = BOEngine([DimSpec("continuous")] * d, MaternGP(np.zeros(d, bool), deterministic=True))
         opt.suggest(X[:-1], y[:-1], rng=np.random.default_rng(r))  # warm state from n - 1 points
         t0 = time.perf_counter()
         opt.suggest(X, y, rng=np.random.default_rng(r))

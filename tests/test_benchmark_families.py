@@ -262,10 +262,6 @@ def test_headstart_gp_ucb_runs_on_a_noisy_family():
 
 
 def test_headstart_scaml_runs_on_a_family():
-    from headstart import strategy
-
-    if "scaml" not in strategy.METHODS or not _create_study_accepts("transfer_from", "ucb_beta"):
-        pytest.skip("method='scaml' is not available yet")
     task = get_task("branin-m8").instance(0)
     records = get_method("headstart-scaml")(task, 0, 3)
     assert [r["iteration"] for r in records] == [1, 2, 3]

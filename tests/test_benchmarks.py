@@ -90,11 +90,6 @@ def test_method_returns_well_formed_records(name):
 
 
 def test_headstart_gp_returns_well_formed_records():
-    pytest.importorskip("headstart._gp", exc_type=ImportError)
-    try:
-        from headstart._gp import GPOptimizer  # noqa: F401
-    except ImportError:
-        pytest.skip("the GP engine (headstart._gp.GPOptimizer) is not available yet")
     _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
 
 

@@ -20,13 +20,21 @@ from headstart._engine.acquisition import (
     log_softplus,
     pi_and_grad,
 )
+from headstart._engine.engine import BOEngine, DimSpec
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.optimize import MixedSpace, is_duplicate
-from headstart._gp import DimSpec, GPOptimizer
+from headstart._gp import MaternGP
 from headstart._gp.kernel import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
 from headstart._gp.model import ExactGP, GPParams, fit_map, neg_log_posterior
 
 DT = torch.float64
+
+
+def gp_engine(dims, *, acquisition="logei", deterministic=False):
+    """The engine of ``method="gp"``: :class:`BOEngine` on the Matérn surrogate."""
+    is_cat = np.array([d.kind == "categorical" for d in dims])
+    surrogate = MaternGP(is_cat, deterministic=deterministic)
+    return BOEngine(dims, surrogate, acquisition=acquisition)
 
 
 def _brute_kernel(A, B, is_cat, ell, s):
@@ -337,7 +345,7 @@ def _mixed_data(n, seed=0):
 def test_suggest_shape_grids_and_determinism(acquisition):
     X, y = _mixed_data(12)
     xs = [
-        GPOptimizer(MIXED, acquisition=acquisition).suggest(X, y, rng=np.random.default_rng(7))
+        gp_engine(MIXED, acquisition=acquisition).suggest(X, y, rng=np.random.default_rng(7))
         for _ in range(2)
     ]
     np.testing.assert_array_equal(xs[0], xs[1])
@@ -352,30 +360,30 @@ def test_suggest_shape_grids_and_determinism(acquisition):
 
 def test_suggest_warm_starts_and_reports_last_fit():
     X, y = _mixed_data(12)
-    opt = GPOptimizer(MIXED)
-    assert opt.last_fit is None
+    opt = gp_engine(MIXED)
+    assert opt.surrogate.last_fit is None
     opt.suggest(X[:11], y[:11], rng=np.random.default_rng(0))
-    assert not opt.last_fit.warm_started
+    assert not opt.surrogate.last_fit.warm_started
     opt.suggest(X, y, rng=np.random.default_rng(1))
-    fit = opt.last_fit
+    fit = opt.surrogate.last_fit
     assert fit.n_train == 12 and fit.lengthscales.shape == (4,)
     assert fit.noise >= 1e-6 and fit.outputscale > 0 and np.isfinite(fit.mll)
 
 
 def test_deterministic_fixes_the_noise_at_its_minimum():
     X, y = _mixed_data(12)
-    noisy = GPOptimizer(MIXED)
+    noisy = gp_engine(MIXED)
     noisy.suggest(
         X, y + 0.3 * np.random.default_rng(5).standard_normal(12), rng=np.random.default_rng(0)
     )
-    exact = GPOptimizer(MIXED, deterministic=True)
+    exact = gp_engine(MIXED, deterministic=True)
     exact.suggest(X, y, rng=np.random.default_rng(0))
-    assert exact.last_fit.noise == pytest.approx(1e-6, rel=1e-6)
-    assert noisy.last_fit.noise > 1e-4  # fitted, not pinned
+    assert exact.surrogate.last_fit.noise == pytest.approx(1e-6, rel=1e-6)
+    assert noisy.surrogate.last_fit.noise > 1e-4  # fitted, not pinned
 
 
 def test_suggest_handles_constant_and_single_observations():
-    opt = GPOptimizer([DimSpec("continuous")] * 2)
+    opt = gp_engine([DimSpec("continuous")] * 2)
     x = opt.suggest(np.array([[0.5, 0.5], [0.2, 0.1]]), np.zeros(2), rng=np.random.default_rng(0))
     assert x.shape == (2,) and np.isfinite(x).all()
     x = opt.suggest(np.array([[0.5, 0.5]]), np.ones(1), rng=np.random.default_rng(0))
@@ -392,7 +400,7 @@ def test_prior_pulls_suggestion_to_its_mode(acquisition):
     def log_prior(Z):
         return -0.5 * (((Z - mode) / 0.03) ** 2).sum(1)
 
-    opt = GPOptimizer([DimSpec("continuous")] * 2, acquisition=acquisition)
+    opt = gp_engine([DimSpec("continuous")] * 2, acquisition=acquisition)
     prior = PriorWeight(log_prior, 50.0)
     x = opt.suggest(X, y, rng=np.random.default_rng(0), prior=prior)
     assert np.linalg.norm(x - mode) < 0.1
@@ -401,7 +409,7 @@ def test_prior_pulls_suggestion_to_its_mode(acquisition):
 
 
 def test_one_dimensional_quadratic_converges():
-    opt = GPOptimizer([DimSpec("continuous")])
+    opt = gp_engine([DimSpec("continuous")])
     X = np.array([[0.05], [0.5], [0.95]])
     for t in range(8):
         y = -((X[:, 0] - 0.3) ** 2)
@@ -418,7 +426,7 @@ def test_discrete_space_does_not_resuggest_training_points():
     space = MixedSpace(tuple(d.grid for d in dims), np.array([True, False]))
     all_points = space.snap(np.array([[a, b] for a in (0.1, 0.5, 0.9) for b in (0.25, 0.75)]))
     X = all_points[:1]
-    opt = GPOptimizer(dims)
+    opt = gp_engine(dims)
     for t in range(5):  # a flat objective: every criterion ties
         x = opt.suggest(X, np.zeros(len(X)), rng=np.random.default_rng(t))
         assert not is_duplicate(x[None], X)[0]
@@ -435,7 +443,7 @@ def test_single_choice_categorical_and_thread_limit_restored():
     assert torch.get_num_threads() == before
     dims = [DimSpec("categorical", np.array([0.5])), DimSpec("continuous")]
     X = np.array([[0.5, 0.1], [0.5, 0.9], [0.5, 0.4]])
-    x = GPOptimizer(dims).suggest(X, -X[:, 1], rng=np.random.default_rng(0))
+    x = gp_engine(dims).suggest(X, -X[:, 1], rng=np.random.default_rng(0))
     assert x[0] == 0.5 and 0.0 <= x[1] <= 1.0
 
 
@@ -445,4 +453,4 @@ def test_dimspec_validation():
     with pytest.raises(ValueError):
         DimSpec("integer")
     with pytest.raises(ValueError):
-        GPOptimizer([DimSpec("continuous")], acquisition="pes")
+        gp_engine([DimSpec("continuous")], acquisition="pes")

@@ -24,7 +24,7 @@ from headstart.exceptions import (
     UnknownColumnError,
 )
 from headstart.kernels import load_csv, search
-from headstart.kernels.search import prepare_data
+from headstart.kernels.api import prepare_data
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -175,8 +175,8 @@ def test_study_with_kernel_auto_searches_and_records_the_kernel(tmp_path):
         study.tell(trial, _objective(trial.params))
     kernels = [t.user_attrs.get("kernel") for t in study.trials]
     assert all(k is None for k in kernels[:4]) and all(k for k in kernels[4:])
-    engine = study._strategy._engine
-    assert engine.searches == 2  # at 4 and 8 observations
+    surrogate = study._strategy.engine.surrogate
+    assert surrogate.searches == 2  # at 4 and 8 observations
     assert study.kernel_expression == kernels[-1]
     reloaded = hs.load_study("auto", storage)
     assert reloaded.kernel_expression == kernels[-1]  # from the stored trials
@@ -237,8 +237,8 @@ def test_a_search_whose_every_fit_failed_says_so():
 
     from headstart.exceptions import ModelFittingError
     from headstart.kernels import Evaluation, OracleResult
+    from headstart.kernels.api import build_result
     from headstart.kernels.model import Scaler
-    from headstart.kernels.search import build_result
 
     failed = OracleResult("SE[0]", -_math.inf, -_math.inf, -_math.inf, (), 0.1)
     X, y = np.arange(6.0)[:, None], np.arange(6.0)

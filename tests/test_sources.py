@@ -116,7 +116,7 @@ def test_all_says_why_it_found_nothing():
     run_study(store, "wide", space4(x_high=3.0), [1.0])
     with pytest.raises(SourceSpaceMismatchError) as e:
         resolve_sources("all", space, store, direction="minimize", exclude=["target"])
-    assert "'wide'" in str(e.value) and "'x'" in str(e.value) and "method='mphd'" in str(e.value)
+    assert "'wide'" in str(e.value) and "'x'" in str(e.value)
     run_study(store, "fresh", space, [], failed=0, running=1)
     with pytest.raises(EmptySourceError, match=r"'fresh'.*no completed trials"):
         resolve_sources("all", space, store, direction="minimize", exclude=["target"])
@@ -140,7 +140,7 @@ def test_space_mismatch_names_the_parameter(source, needle):
     run_study(store, "src", source, [1.0])
     with pytest.raises(SourceSpaceMismatchError, match=needle) as e:
         from_study("src", store, target)
-    assert "method='mphd'" in str(e.value) and "'src'" in str(e.value)
+    assert "'src'" in str(e.value)
 
 
 def test_space_difference_ignores_priors_and_parameter_order():
@@ -241,7 +241,7 @@ def test_dataframe_columns_must_match_the_space():
     space = space4()
     with pytest.raises(SourceSpaceMismatchError, match="parameter 'lr' of the study has no column"):
         from_dataframe(frame().drop(columns="lr"), space)
-    with pytest.raises(SourceSpaceMismatchError, match=r"column 'depth' is not a parameter.*mphd"):
+    with pytest.raises(SourceSpaceMismatchError, match=r"column 'depth' is not a parameter"):
         from_dataframe(frame().assign(depth=3), space)
     with pytest.raises(MetaDataValueError, match="no 'value' column"):
         from_dataframe(frame().drop(columns="value"), space)

@@ -66,7 +66,7 @@ def test_initial_design_is_sobol_then_model():
     study = hs.create_study("s", space2(), storage=None, seed=1, n_initial=4)
     assert study.n_initial == 4
     study.optimize(objective, 6, show_progress=False)
-    from headstart.strategy import sobol_point
+    from headstart._strategy import sobol_point
 
     first = study.space.decode(sobol_point(study.space.dim, 0, 1))[0]
     assert study.trials[0].params == first
@@ -84,7 +84,7 @@ def test_pending_trials_are_not_suggested_twice():
 
 
 def test_default_initial_design_size():
-    from headstart.strategy import default_n_initial
+    from headstart._strategy import default_n_initial
 
     assert default_n_initial(6, 50) == 10 and default_n_initial(2, 50) == 5
     assert default_n_initial(3, None) == 7 and default_n_initial(6, 3) == 1
@@ -209,7 +209,7 @@ def test_add_trials_counts_toward_initial_design():
     configs = study.space.sample(3, rng=rng)
     study.add_trials([(c, objective(c)) for c in configs])
     trial = study.ask()  # 3 imported = the whole design: this one comes from the model
-    from headstart.strategy import sobol_point
+    from headstart._strategy import sobol_point
 
     assert trial.params != study.space.decode(sobol_point(3, 0, 0))[0]
     frame = pd.DataFrame([{**c, "value": objective(c)} for c in study.space.sample(2, rng=rng)])

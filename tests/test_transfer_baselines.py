@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from headstart._engine.acquisition import Criterion
+from headstart._engine.numerics import standardize
 from headstart._engine.optimize import MixedSpace, optimize_criterion
 from headstart._engine.threads import limit_threads
-from headstart._engine.numerics import standardize
 from headstart._transfer._common import GPBatch, fit_se_gp
 from headstart._transfer.mtgp import MultiTaskGPSurrogate, subsample
 from headstart._transfer.rgpe import RGPE, loo_posteriors, rank_weights, ranking_loss

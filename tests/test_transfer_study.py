@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 import headstart as hs
-from headstart._transfer import registry
+from headstart._transfer import cache as registry
 from headstart.cli import app
 
 SPACE = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})

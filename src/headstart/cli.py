@@ -343,7 +343,7 @@ def kernels_search(
     hyperparameters (on inputs scaled to [0, 1] and a standardised target), and saves a plot of
     the fit with its uncertainty. Inputs are every column but TARGET, or the --column ones.
     """
-    from headstart.kernels.search import load_csv, search
+    from headstart.kernels.api import load_csv, search
     from headstart.plots import plot_kernel_fit
 
     X, y, columns = load_csv(data, target, column)

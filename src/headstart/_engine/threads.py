@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import torch
-
 try:  # optional: caps OpenBLAS / MKL pools used by scipy and numpy
     from threadpoolctl import ThreadpoolController as _ThreadpoolController
 except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn and most stacks
@@ -34,6 +32,8 @@ def _blas_controller():
 @contextlib.contextmanager
 def limit_threads(n: int = 1) -> Iterator[None]:
     """Run the body with ``n`` torch intra-op threads (and ``n`` BLAS threads if possible)."""
+    import torch  # loaded on first use, so importing the engine does not load torch
+
     previous = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

@@ -12,7 +12,7 @@ Modules: :mod:`~headstart.kernels.grammar` (expression trees, parsing, grammar m
 :mod:`~headstart.kernels.oracle` (Laplace evidence / BIC), :mod:`~headstart.kernels.sot` (SOT
 distances), :mod:`~headstart.kernels.metagp` (the GP over kernels),
 :mod:`~headstart.kernels.strategies` (BOSOT, greedy, random), :mod:`~headstart.kernels.model`
-(prediction with a searched kernel), :mod:`~headstart.kernels.search` (the entry point).
+(prediction with a searched kernel), :mod:`~headstart.kernels.api` (the entry point).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ _EXPORTS = {
     "Oracle": "oracle",
     "OracleResult": "oracle",
     "evaluate": "oracle",
-    "KernelSearchResult": "search",
-    "load_csv": "search",
-    "search": "search",
+    "KernelSearchResult": "api",
+    "load_csv": "api",
+    "search": "api",
     "BOSOT": "strategies",
     "Evaluation": "strategies",
     "GreedySearch": "strategies",

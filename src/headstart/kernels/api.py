@@ -1,4 +1,4 @@
-r"""``headstart.kernels.search``: find a GP kernel structure for a data set.
+r"""``headstart.kernels.api``: find a GP kernel structure for a data set.
 
 The data are scaled as the paper's priors assume (inputs min-max to ``[0, 1]``, target
 standardised), the chosen strategy (BOSOT by default) spends ``budget`` oracle calls, and the
