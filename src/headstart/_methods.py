@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from headstart._engine.acquisition import UCB_BETA
+from headstart._engine import UCB_BETA
 from headstart.exceptions import InvalidSettingError
 
 SOURCES = ("none", "same-space", "any-space")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from headstart._engine.acquisition import PriorWeight
+from headstart._engine.prior_weight import PriorWeight
 from headstart.exceptions import InvalidSettingError, PriorDensityError
 from headstart.space import SearchSpace
 

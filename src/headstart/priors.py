@@ -20,9 +20,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
 from headstart.exceptions import SearchSpaceError
+
+
+def _stats():
+    from scipy import stats  # ~0.5 s to import: loaded when a prior is first evaluated
+
+    return stats
+
+
+def _special():
+    from scipy import special
+
+    return special
+
 
 _LOG_TINY = math.log(1e-300)  # keeps a Beta density finite at its boundary
 
@@ -155,7 +167,7 @@ class _UnitDensity:
 
     def _normal_log_mass(self) -> float:
         a, b = (0.0 - self.loc) / self.scale, (1.0 - self.loc) / self.scale
-        return float(np.log(special.ndtr(b) - special.ndtr(a)))
+        return float(np.log(_special().ndtr(b) - _special().ndtr(a)))
 
     def log_pdf(self, u: np.ndarray) -> np.ndarray:
         """Log density at encoded values ``u`` (any shape); finite for every ``u`` in [0, 1]."""
@@ -168,7 +180,7 @@ class _UnitDensity:
             out = out - self._normal_log_mass()
         else:
             uc = np.clip(u, 1e-300, 1.0 - 1e-16)
-            out = stats.beta.logpdf(uc, self.loc, self.scale)
+            out = _stats().beta.logpdf(uc, self.loc, self.scale)
         return np.maximum(out, _LOG_TINY)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -177,7 +189,7 @@ class _UnitDensity:
             return rng.random(n)
         if self.kind == "normal":
             a, b = (0.0 - self.loc) / self.scale, (1.0 - self.loc) / self.scale
-            return stats.truncnorm.rvs(
+            return _stats().truncnorm.rvs(
                 a, b, loc=self.loc, scale=self.scale, size=n, random_state=rng
             )
         return rng.beta(self.loc, self.scale, size=n)

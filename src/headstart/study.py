@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,8 +43,11 @@ from headstart.exceptions import (
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
 from headstart.sources import resolve_sources
 from headstart.space import SearchSpace
-from headstart.storage import DEFAULT_STORAGE_URL, Storage, TrialRecord, TrialState, get_storage
+from headstart.storage import DEFAULT_STORAGE_URL, TrialRecord, TrialState, get_storage
 from headstart.storage.meta_data import load_meta_data, save_meta_data
+
+if TYPE_CHECKING:
+    from headstart.storage.sql import Storage
 
 
 @dataclass(frozen=True)

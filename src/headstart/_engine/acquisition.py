@@ -34,16 +34,14 @@ and behaves like ``a - best_f`` above the incumbent and like ``exp(a - best_f)``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import erfcx, log_ndtr, ndtr
 
+from headstart._engine import UCB_BETA
+from headstart._engine.prior_weight import PriorWeight
 from headstart._engine.protocols import Posterior
 
-UCB_BETA = 2.0  # UCB exploration weight: mu + sqrt(2) sigma
-LOG_PRIOR_FLOOR = math.log(1e-12)  # piBO: log max(pi, 1e-12), see STYLE.md section 5
 _C1 = 0.5 * math.log(2.0 * math.pi)
 _C2 = 0.5 * math.log(0.5 * math.pi)
 _INV_SQRT_EPS = 1.0 / math.sqrt(np.finfo(np.float64).eps)  # ~6.7e7 in float64
@@ -144,43 +142,6 @@ def log_softplus(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     value = np.where(far, u, np.log(safe_sp))
     grad = np.where(far, 1.0, 1.0 / (1.0 + np.exp(-np.clip(u, -30.0, None))) / safe_sp)
     return value, grad
-
-
-@dataclass(frozen=True)
-class PriorWeight:
-    r"""piBO's prior factor ``pi(x)^gamma`` ([Hvarfner2022]_, Eq. 6) on the encoded unit cube.
-
-    Args:
-        log_pdf: Maps an ``m x d`` array in ``[0, 1]`` to ``m`` log densities ``log pi(x)``
-            (unnormalized is fine: a constant factor does not move the argmax). It is floored at
-            ``log 1e-12`` here, as in the paper, so the prior stays strictly positive.
-        exponent: ``gamma = beta / n >= 0``; 0 switches the prior off.
-        sample: Draws ``m x d`` encoded points from the prior (``(m, rng) -> array``), used to
-            seed a share of the acquisition search's candidates; ``None`` for uniform only.
-        candidate_share: Share of the screening candidates drawn by ``sample`` (default half, as
-            SMAC3's ``LocalAndSortedPriorRandomSearch`` and the authors' HyperMapper code).
-    """
-
-    log_pdf: Callable[[np.ndarray], np.ndarray]
-    exponent: float
-    sample: Callable[[int, np.random.Generator], np.ndarray] | None = None
-    candidate_share: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.exponent) and self.exponent >= 0.0):
-            raise ValueError(f"exponent must be finite and >= 0; got {self.exponent!r}.")
-        if not 0.0 <= self.candidate_share <= 1.0:
-            raise ValueError(f"candidate_share must lie in [0, 1]; got {self.candidate_share!r}.")
-
-    @property
-    def active(self) -> bool:
-        return self.exponent > 0.0
-
-    def term(self, X: np.ndarray) -> np.ndarray:
-        """``gamma * log max(pi(X), 1e-12)`` for ``X`` (``m x d``): returns ``m``."""
-        lp = np.asarray(self.log_pdf(X), dtype=np.float64).reshape(X.shape[0])
-        lp = np.where(np.isnan(lp), -np.inf, lp)
-        return self.exponent * np.maximum(lp, LOG_PRIOR_FLOOR)
 
 
 KINDS = ("logei", "ei", "pi", "ucb")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headstart._meta import DIRECTIONS, MetaTask, _check_direction, data_hash
 from headstart.exceptions import (
@@ -44,7 +44,10 @@ from headstart.sources._studies import from_storage, from_study, is_study
 from headstart.sources._tables import from_arrays, from_csv, from_dataframe
 from headstart.sources._task import space_difference
 from headstart.space import SearchSpace
-from headstart.storage import Storage, get_storage
+from headstart.storage import get_storage
+
+if TYPE_CHECKING:
+    from headstart.storage.sql import Storage
 
 
 def _is_frame(obj: Any) -> bool:

@@ -3,7 +3,7 @@ r"""Meta-tasks from stored studies: one study (:func:`from_study`) or all of a s
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,12 +20,14 @@ from headstart.sources._task import _check_space, _finite, space_difference
 from headstart.space import SearchSpace
 from headstart.storage import (
     DEFAULT_STORAGE_URL,
-    Storage,
     StudyRecord,
     TrialRecord,
     TrialState,
     get_storage,
 )
+
+if TYPE_CHECKING:
+    from headstart.storage.sql import Storage
 
 
 def _task_from_records(
@@ -60,6 +62,8 @@ def is_study(obj: Any) -> bool:
 
     Duck-typed, so this package does not import :mod:`headstart.study` (it sits below it).
     """
+    from headstart.storage.sql import Storage
+
     return isinstance(getattr(obj, "name", None), str) and isinstance(
         getattr(obj, "storage", None), Storage
     )

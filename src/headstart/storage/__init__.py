@@ -7,15 +7,30 @@ Open a storage with :func:`get_storage`; the study layer only ever talks to
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from headstart.exceptions import StorageError
 from headstart.storage.records import StudyRecord, StudySummary, TrialRecord, TrialState
-from headstart.storage.schema import SCHEMA_VERSION
-from headstart.storage.sql import MEMORY_URL, Storage
+
+if TYPE_CHECKING:
+    from headstart.storage.sql import Storage
 
 DEFAULT_STORAGE_URL = os.environ.get("HEADSTART_STORAGE", "sqlite:///headstart.db")
 
 _OPEN: dict[str, Storage] = {}
+
+
+def __getattr__(name: str) -> Any:
+    # SQLAlchemy takes ~0.2 s to import: loaded when a storage is first opened or named.
+    if name in ("Storage", "MEMORY_URL"):
+        from headstart.storage import sql
+
+        return getattr(sql, name)
+    if name == "SCHEMA_VERSION":
+        from headstart.storage.schema import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_storage(storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Storage:
@@ -28,6 +43,8 @@ def get_storage(storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Storage:
     Raises:
         StorageError: the URL cannot be parsed or the database cannot be opened.
     """
+    from headstart.storage.sql import MEMORY_URL, Storage
+
     if isinstance(storage, Storage):
         return storage
     if storage is None or storage in (MEMORY_URL, "sqlite://", ":memory:"):
