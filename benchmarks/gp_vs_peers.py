@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from headstart.benchmarks.cli import parse_seeds
+    from headstart.bench_cli import parse_seeds
     from headstart.benchmarks.report import benchmark_plot, markdown_summary
     from headstart.benchmarks.runner import run_benchmark
 

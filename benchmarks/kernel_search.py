@@ -141,7 +141,7 @@ def _append(path: Path, columns: list[str], rows: list[list]) -> None:
 
 
 def _parse_seeds(text: str) -> list[int]:
-    from headstart.benchmarks.cli import parse_seeds
+    from headstart.bench_cli import parse_seeds
 
     return parse_seeds(text)
 

@@ -133,7 +133,7 @@ def target_table(frame) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the suite and write CSV, PNGs and markdown; returns the exit code."""
     args = _parser().parse_args(argv)
-    from headstart.benchmarks.cli import parse_seeds
+    from headstart.bench_cli import parse_seeds
     from headstart.benchmarks.runner import read_results
     from headstart.benchmarks.suite import run_suite, write_suite_report
 

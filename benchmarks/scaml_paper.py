@@ -77,7 +77,7 @@ def _seed_counts(frame) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the suite and write the CSV, PNGs and markdown; returns the exit code."""
     args = _parser().parse_args(argv)
-    from headstart.benchmarks.cli import parse_seeds
+    from headstart.bench_cli import parse_seeds
     from headstart.benchmarks.suite import run_suite, write_suite_report
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

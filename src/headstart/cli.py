@@ -381,7 +381,7 @@ def kernels_search(
 
 def _mount_bench() -> None:
     try:
-        from headstart.benchmarks.cli import bench_app
+        from headstart.bench_cli import bench_app
     except ImportError:  # pragma: no cover - the benchmark extras are part of the package
         return
     app.add_typer(bench_app, name="bench", help="Run benchmarks: methods x tasks x seeds.")
