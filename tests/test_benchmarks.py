@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 import headstart as hs
-from headstart.benchmarks import functions, methods, report, runner
 from headstart.bench_cli import parse_seeds
+from headstart.benchmarks import functions, methods, report, runner
 from headstart.benchmarks.functions import TASKS, Task, get_task, register_task
 from headstart.benchmarks.methods import get_method, optuna_distributions, register_method
 from headstart.benchmarks.runner import CSV_COLUMNS, read_results, run_benchmark

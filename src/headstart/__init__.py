@@ -82,6 +82,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
     from headstart import kernels
+    from headstart._meta import MetaTask
     from headstart.exceptions import (
         ConstantTargetError,
         DatasetError,
@@ -112,7 +113,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         UnknownTrialError,
     )
     from headstart.priors import Beta, Normal, Uniform
-    from headstart._meta import MetaTask
     from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
     from headstart.study import Study, Trial, create_study, delete_study, load_study
     from headstart.transfer import TransferReport
