@@ -9,8 +9,9 @@ Builders import their model lazily, so ``import headstart`` loads no torch.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,6 @@ class MethodSpec:
     ucb_beta: float = UCB_BETA
     initial_design: bool = True
     kernels: bool = False
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sources not in SOURCES:
@@ -140,49 +140,22 @@ def _build_gp(ctx: BuildContext):
     )
 
 
-def _meta_gps(ctx: BuildContext):
-    from headstart._transfer.cache import cached_meta_gps
+def _transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[BuildContext], Any]:
+    """A builder of ``headstart._transfer.<module>.<name>``; ``meta_gps``: it takes the cached
+    meta-task GPs (ScaML-GP, and RGPE whose base models are the same GPs)."""
 
-    return cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache)
+    def build(ctx: BuildContext):
+        model = getattr(importlib.import_module(f"headstart._transfer.{module}"), name)
+        kwargs = {}
+        if meta_gps:
+            from headstart._transfer.cache import cached_meta_gps
 
+            kwargs["meta"] = cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache)
+        return model(
+            ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic, **kwargs
+        )
 
-def _build_scaml(ctx: BuildContext):
-    from headstart._transfer.scaml import ScaML
-
-    return ScaML(
-        ctx.meta_tasks,
-        ctx.is_cat,
-        seed=ctx.seed,
-        deterministic=ctx.deterministic,
-        meta=_meta_gps(ctx),
-    )
-
-
-def _build_rgpe(ctx: BuildContext):
-    from headstart._transfer.rgpe import RGPE
-
-    # RGPE's base models are the same cached meta GPs as ScaML-GP's
-    return RGPE(
-        ctx.meta_tasks,
-        ctx.is_cat,
-        seed=ctx.seed,
-        deterministic=ctx.deterministic,
-        meta=_meta_gps(ctx),
-    )
-
-
-def _build_stackgp(ctx: BuildContext):
-    from headstart._transfer.stackgp import StackGP
-
-    return StackGP(ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic)
-
-
-def _build_mtgp(ctx: BuildContext):
-    from headstart._transfer.mtgp import MultiTaskGPSurrogate
-
-    return MultiTaskGPSurrogate(
-        ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic
-    )
+    return build
 
 
 _TRANSFER = {
@@ -207,26 +180,32 @@ register_method(
     MethodSpec(
         "scaml",
         description="ScaML-GP (Tighineanu et al., AISTATS 2024)",
-        build=_build_scaml,
+        build=_transfer_builder("scaml", "ScaML", meta_gps=True),
         **_TRANSFER,
     )
 )
 register_method(
     MethodSpec(
-        "rgpe", description="RGPE (Feurer et al. 2018), baseline", build=_build_rgpe, **_TRANSFER
+        "rgpe",
+        description="RGPE (Feurer et al. 2018), baseline",
+        build=_transfer_builder("rgpe", "RGPE", meta_gps=True),
+        **_TRANSFER,
     )
 )
 register_method(
     MethodSpec(
         "stackgp",
         description="stacked residual GPs (Golovin et al. 2017), baseline",
-        build=_build_stackgp,
+        build=_transfer_builder("stackgp", "StackGP", meta_gps=False),
         **_TRANSFER,
     )
 )
 register_method(
     MethodSpec(
-        "mtgp", description="BoTorch's multi-task GP, baseline", build=_build_mtgp, **_TRANSFER
+        "mtgp",
+        description="BoTorch's multi-task GP, baseline",
+        build=_transfer_builder("mtgp", "MultiTaskGPSurrogate", meta_gps=False),
+        **_TRANSFER,
     )
 )
 

@@ -1,0 +1,134 @@
+"""The seam: a light `import headstart`, the method registry and the frozen study configuration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import headstart as hs
+from headstart import _methods
+from headstart._config import StudyConfig
+from headstart._methods import BuildContext, MethodSpec, get_method, register_method
+
+_PROBE = "import sys\n{code}\nprint(sorted(m for m in ('torch', 'botorch', 'scipy.stats', 'sqlalchemy') if m in sys.modules))"
+
+
+def _loaded_after(code: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(code=code)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_import_headstart_loads_no_heavy_library():
+    assert _loaded_after("import headstart") == []
+
+
+def test_study_api_without_a_model_loads_no_torch():
+    code = (
+        "import headstart as hs\n"
+        "s = hs.create_study('t', hs.SearchSpace({'x': hs.Float(0, 1)}), storage=None, seed=0)\n"
+        "t = s.ask(); s.tell(t, 1.0)"
+    )
+    assert "torch" not in _loaded_after(code)
+
+
+def test_cli_help_loads_no_torch():
+    code = (
+        "sys.argv = ['headstart', '--help']\nfrom headstart.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    loaded = _loaded_after(code)
+    assert "torch" not in loaded and "scipy.stats" not in loaded
+
+
+class _MeanOfData:
+    """A toy surrogate: constant mean, unit variance (enough to drive the engine)."""
+
+    informative_prior = False
+
+    def condition(self, train_X, train_y, rng):
+        y = (train_y - train_y.mean()) / (train_y.std() or 1.0)
+        return _FlatPosterior(train_X.shape[1]), y
+
+    def state(self):
+        return {}
+
+    def load_state(self, state):
+        return None
+
+    def diagnostics(self):
+        return {}
+
+
+class _FlatPosterior:
+    outputscale = 1.0
+    lengthscales = None
+    includes_noise = False
+
+    def __init__(self, d):
+        self.d = d
+
+    def posterior(self, X):
+        return np.zeros(len(X)), np.ones(len(X))
+
+    def posterior_and_grad(self, X):
+        m = len(X)
+        return np.zeros(m), np.ones(m), np.zeros((m, self.d)), np.zeros((m, self.d))
+
+    def joint_posterior(self, X):
+        return np.zeros(len(X)), np.eye(len(X))
+
+
+@pytest.fixture
+def toy_method():
+    spec = register_method(
+        MethodSpec("toy", "none", "a flat test surrogate", lambda ctx: _MeanOfData())
+    )
+    yield spec
+    del _methods._REGISTRY["toy"]
+
+
+def test_a_new_method_is_one_registration(toy_method):
+    space = hs.SearchSpace({"x": hs.Float(0, 1), "c": hs.Categorical(["a", "b"])})
+    study = hs.create_study("toy", space, storage=None, method="toy", n_initial=2, seed=1)
+    for _ in range(5):
+        trial = study.ask()
+        study.tell(trial, trial.params["x"])
+    assert len(study.trials) == 5 and study.settings["method"] == "toy"
+    with pytest.raises(ValueError, match="already registered"):
+        register_method(toy_method)
+
+
+def test_unknown_method_lists_the_registry():
+    with pytest.raises(hs.InvalidSettingError, match=r"'gp'.*'scaml'.*got 'mphd'"):
+        get_method("mphd")
+
+
+def test_builders_make_protocol_surrogates():
+    from headstart._engine.protocols import Surrogate
+
+    surrogate = get_method("gp").build(BuildContext(is_cat=np.array([False, True])))
+    assert isinstance(surrogate, Surrogate) and not surrogate.informative_prior
+
+
+def test_study_config_is_frozen_validated_and_round_trips_json():
+    config = StudyConfig(method="scaml", seed=3, ucb_beta=4, kernel_search=None)
+    assert StudyConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+    with pytest.raises(AttributeError):
+        config.seed = 4  # frozen
+    assert config.resolved(priors=False).acquisition == "ucb"
+    assert StudyConfig().resolved(priors=True).acquisition == "ei"
+    for bad in ({"deterministic": 1}, {"n_initial": 0}, {"ucb_beta": -1}, {"acquisition": "pes"}):
+        with pytest.raises(hs.InvalidSettingError):
+            StudyConfig(**bad)
+    with pytest.raises(hs.InvalidSettingError, match="needs method='gp'"):
+        StudyConfig(method="scaml", kernel="auto")
+    assert StudyConfig.from_json({"method": "gp", "seed": 1, "from_a_newer_version": 1}).seed == 1
