@@ -18,12 +18,34 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from headstart.exceptions import ModelFittingError, NumericsWarning
+from headstart.exceptions import InvalidValueError, ModelFittingError, NumericsWarning
 
 if TYPE_CHECKING:
     import torch
 
 JITTER_TRIES = 6  # jitter 1e-8 * 10^k, k = 0..5 (linear_operator's psd_safe_cholesky)
+
+
+def check_training_data(train_X: np.ndarray, train_y: np.ndarray) -> None:
+    r"""Refuse non-finite training data at a surrogate's ``condition`` (the NaN guard).
+
+    The engine drops non-finite rows before conditioning; a surrogate called directly must not
+    turn a NaN into a NaN posterior.
+
+    Raises:
+        InvalidValueError: a NaN or infinite entry (the message names the first row).
+    """
+    X = np.asarray(train_X, dtype=np.float64)
+    y = np.asarray(train_y, dtype=np.float64).reshape(-1)
+    checks = [("train_y", ~np.isfinite(y))]
+    if X.size:
+        checks.append(("train_X", ~np.isfinite(X.reshape(X.shape[0], -1)).all(axis=1)))
+    for label, bad in checks:
+        if bad.any():
+            raise InvalidValueError(
+                f"{label} row {int(np.argmax(bad))} is not finite; drop non-finite rows before "
+                "conditioning a surrogate (BOEngine does)."
+            )
 
 
 def standardize(y: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -114,4 +136,10 @@ def jittered_cholesky_np(cov: np.ndarray, scale: float, tries: int = 8) -> np.nd
     return np.diag(np.sqrt(np.maximum(np.diagonal(cov), 0.0)))  # pragma: no cover
 
 
-__all__ = ["JITTER_TRIES", "jittered_cholesky_np", "robust_cholesky", "standardize"]
+__all__ = [
+    "JITTER_TRIES",
+    "check_training_data",
+    "jittered_cholesky_np",
+    "robust_cholesky",
+    "standardize",
+]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from headstart._engine.numerics import standardize
+from headstart._engine.numerics import check_training_data, standardize
 from headstart._gp.model import ExactGP, GPParams, fit_map
 from headstart._gp.prior import DEFAULT_HYPERPRIOR, HyperPrior
 from headstart.exceptions import ModelFittingError
@@ -74,6 +74,7 @@ class MaternGP:
         self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator
     ) -> tuple[ExactGP, np.ndarray]:
         """Standardize, fit (warm-started MAP) and return ``(ExactGP, standardized y)``."""
+        check_training_data(train_X, train_y)
         y = standardize(train_y)[0]
         params, objective, warm = self._fit(torch.from_numpy(train_X), torch.from_numpy(y))
         gp = ExactGP(train_X, y, self.is_cat, params)

@@ -62,7 +62,7 @@ from gpytorch.likelihoods import HadamardGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 
-from headstart._engine.numerics import robust_cholesky, standardize
+from headstart._engine.numerics import check_training_data, robust_cholesky, standardize
 from headstart._gp.kernel import sq_dist_np
 from headstart._transfer._common import (
     DETERMINISTIC_NOISE,
@@ -427,6 +427,7 @@ class MultiTaskGPSurrogate(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[MTGPPosterior, np.ndarray]:
         """Refit the joint GP with the test data; return ``(posterior, standardized y_t)``."""
+        check_training_data(X_t, y_t)
         d = len(self.is_cat)
         X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, d)
         z_t, _, _ = standardize(y_t)

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from headstart._engine.numerics import robust_cholesky, standardize
+from headstart._engine.numerics import check_training_data, robust_cholesky, standardize
 from headstart._transfer._common import (
     MIN_VAR,
     GPBatch,
@@ -284,6 +284,7 @@ class RGPE(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[RGPEPosterior, np.ndarray]:
         """Refit the target GP and the weights; return ``(posterior, standardized y_t)``."""
+        check_training_data(X_t, y_t)
         X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
         z, _, _ = standardize(y_t)
         n, M = len(z), self.meta.n_tasks

@@ -51,7 +51,7 @@ import scipy.linalg
 import torch
 
 from headstart._engine.lbfgsb import batched_lbfgsb
-from headstart._engine.numerics import robust_cholesky
+from headstart._engine.numerics import check_training_data, robust_cholesky
 from headstart._gp.kernel import sq_dist_np
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.metafit import MetaGPs, fit_meta_gps
@@ -528,6 +528,7 @@ class ScaML(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[ScaMLPosterior, np.ndarray]:
         """Refit ``theta_t`` on the test data and return ``(posterior, normalized y_t)``."""
+        check_training_data(X_t, y_t)
         X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
         y_t = np.asarray(y_t, dtype=np.float64).reshape(-1)
         cached = self._meta_at(X_t) if len(y_t) else None

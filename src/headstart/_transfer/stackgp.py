@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from headstart._engine.numerics import standardize
+from headstart._engine.numerics import check_training_data, standardize
 from headstart._transfer._common import (
     MIN_VAR,
     GPBatch,
@@ -223,6 +223,7 @@ class StackGP(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[StackGPPosterior, np.ndarray]:
         """Fit the test level on the residuals; return ``(posterior, y_t in pooled units)``."""
+        check_training_data(X_t, y_t)
         X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
         z_t = (np.asarray(y_t, dtype=np.float64).reshape(-1) - self.ybar) / self.scale
         n = len(z_t)

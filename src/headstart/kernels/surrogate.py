@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headstart._engine.numerics import standardize
+from headstart._engine.numerics import check_training_data, standardize
 from headstart.kernels.grammar import KernelGrammar, Tree, parse
 from headstart.kernels.model import TreeGP
 from headstart.kernels.oracle import Oracle, evaluate
@@ -64,6 +64,7 @@ class GrammarKernelGP:
         self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator
     ) -> tuple[TreeGP, np.ndarray]:
         """Standardize, search or refit the kernel, and return ``(TreeGP, standardized y)``."""
+        check_training_data(train_X, train_y)
         y = standardize(train_y)[0]
         s, n = self.settings, len(y)
         seed = self.seed + n

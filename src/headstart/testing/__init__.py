@@ -1,0 +1,10 @@
+r"""Test helpers for headstart's extension points.
+
+* :mod:`headstart.testing.surrogates` -- the conformance suite every
+  :class:`~headstart._engine.protocols.Surrogate` (and its
+  :class:`~headstart._engine.protocols.Posterior`) must pass: shapes, gradients against finite
+  differences, joint/marginal consistency, degenerate data, NaN guards and JSON state.
+
+The helpers raise :class:`AssertionError` with the offending numbers, so they work under pytest or
+any other runner; they do not import pytest.
+"""
