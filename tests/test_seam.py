@@ -132,3 +132,36 @@ def test_study_config_is_frozen_validated_and_round_trips_json():
     with pytest.raises(hs.InvalidSettingError, match="needs method='gp'"):
         StudyConfig(method="scaml", kernel="auto")
     assert StudyConfig.from_json({"method": "gp", "seed": 1, "from_a_newer_version": 1}).seed == 1
+
+
+def test_hyperprior_objects_match_scipy_and_round_trip_json():
+    import torch
+    from scipy import stats
+
+    from headstart._gp.prior import (
+        DEFAULT_HYPERPRIOR,
+        DimScaledLogNormalHyperPrior,
+        hyperprior_from_json,
+    )
+    from headstart._transfer.hyperprior import META_HYPERPRIOR, Gamma, LogNormal
+
+    x = np.array([0.05, 0.3, 2.0])
+    log_x = torch.from_numpy(np.log(x))
+    np.testing.assert_allclose(
+        Gamma(3.0, 6.0).log_prob(log_x).numpy(), stats.gamma(3.0, scale=1 / 6.0).logpdf(x)
+    )
+    np.testing.assert_allclose(
+        LogNormal(-8.0, 2.0).log_prob(log_x).numpy(),
+        stats.lognorm(2.0, scale=np.exp(-8.0)).logpdf(x),
+    )
+    for prior in (Gamma(2.0, 0.15), LogNormal(0.5, 1.5, normalized=False)):
+        h = 1e-6
+        fd = (prior.log_prob(log_x + h) - prior.log_prob(log_x - h)) / (2 * h)
+        np.testing.assert_allclose(prior.grad(log_x).numpy(), fd.numpy(), rtol=1e-6)
+    assert json.loads(json.dumps(META_HYPERPRIOR.to_json()))["lengthscale"]["shape"] == 3.0
+    draws = META_HYPERPRIOR.sample_log(np.random.default_rng(0), (4, 5), 3)
+    assert draws.shape == (4, 5, 5) and np.isfinite(draws).all()
+    for prior in (DEFAULT_HYPERPRIOR, DimScaledLogNormalHyperPrior()):
+        assert hyperprior_from_json(json.loads(json.dumps(prior.to_json()))) == prior
+    with pytest.raises(ValueError, match="Unknown hyperprior"):
+        hyperprior_from_json({"kind": "wishart"})

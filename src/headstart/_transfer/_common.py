@@ -24,7 +24,6 @@ X_ij)`` (numeric columns; categorical columns have gradient 0):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,14 +32,11 @@ import torch
 
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import robust_cholesky
+from headstart._transfer.hyperprior import META_HYPERPRIOR
 from headstart._transfer.metafit import (
-    DEFAULT_INIT,
     LENGTHSCALE_BOUNDS,
-    LENGTHSCALE_PRIOR,
     NOISE_BOUNDS,
-    NOISE_PRIOR,
     OUTPUTSCALE_BOUNDS,
-    OUTPUTSCALE_PRIOR,
     MetaGPParams,
     neg_log_posterior,
 )
@@ -111,23 +107,8 @@ def fit_se_gp(
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     bounds = _raw_bounds(d, deterministic)
-    if init is None:
-        ell, s, noise = DEFAULT_INIT
-        first = np.r_[np.full(d, math.log(ell)), math.log(s), math.log(noise)]
-    else:
-        first = init.to_raw()[0]
-    drawn = np.concatenate(
-        [
-            np.log(
-                rng.gamma(LENGTHSCALE_PRIOR[0], 1.0 / LENGTHSCALE_PRIOR[1], (n_prior_starts, d))
-            ),
-            np.log(
-                rng.gamma(OUTPUTSCALE_PRIOR[0], 1.0 / OUTPUTSCALE_PRIOR[1], (n_prior_starts, 1))
-            ),
-            rng.normal(NOISE_PRIOR[0], NOISE_PRIOR[1], (n_prior_starts, 1)),
-        ],
-        axis=1,
-    )
+    first = META_HYPERPRIOR.initial_raw(d) if init is None else init.to_raw()[0]
+    drawn = META_HYPERPRIOR.sample_log(rng, (n_prior_starts,), d)
     x0 = np.clip(np.vstack([first[None, :], drawn]), bounds[:, 0], bounds[:, 1])
     Xt = torch.from_numpy(X)[None]
     zt = torch.from_numpy(np.asarray(z, dtype=np.float64).reshape(1, n))

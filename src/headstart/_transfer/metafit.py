@@ -45,16 +45,13 @@ import torch
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import robust_cholesky, standardize
 from headstart._engine.threads import limit_threads
+from headstart._transfer.hyperprior import META_HYPERPRIOR, SEHyperPrior
 from headstart._transfer.se_kernel import DTYPE, FeatureMaps, log_kernel, se_kernel, vocabulary
 
 # --- priors and constraints (App. C.5) --------------------------------------------------------
-LENGTHSCALE_PRIOR = (3.0, 6.0)  # Gamma(shape, rate) of each ell_j
-OUTPUTSCALE_PRIOR = (2.0, 0.15)  # Gamma(shape, rate) of s
-NOISE_PRIOR = (-8.0, 2.0)  # LogNormal(mu, sigma): log sigma^2 ~ N(mu, sigma^2)
 LENGTHSCALE_BOUNDS = (1e-4, 1e2)
 OUTPUTSCALE_BOUNDS = (1e-4, 1e2)
 NOISE_BOUNDS = (1e-8, 1e-2)
-DEFAULT_INIT = (0.5, 1.0, 1e-3)  # (ell, s, sigma^2) of the first start, as the reference code
 
 _FIT_MAXITER = 200
 _FIT_PGTOL = 1e-5  # on the per-datum objective (BoTorch's scale)
@@ -66,33 +63,29 @@ _CHUNK_ELEMENTS = 1 << 21  # prediction works on row chunks of at most ~this man
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def _log_gamma_pdf(x: torch.Tensor, log_x: torch.Tensor, shape: float, rate: float) -> torch.Tensor:
-    return shape * math.log(rate) - math.lgamma(shape) + (shape - 1.0) * log_x - rate * x
-
-
-def log_prior(log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor) -> torch.Tensor:
+def log_prior(
+    log_ell: torch.Tensor,
+    log_s: torch.Tensor,
+    log_noise: torch.Tensor,
+    prior: SEHyperPrior = META_HYPERPRIOR,
+) -> torch.Tensor:
     r"""Log density of the meta-GP hyperprior (App. C.5), normalized, on the parameters themselves.
 
     log p = sum_j log Gamma(ell_j; 3, 6) + log Gamma(s; 2, 0.15) + log LogNormal(sigma^2; -8, 2)
 
-    Gamma is in shape/rate form: ``log Gamma(x; a, b) = a log b - lgamma(a) + (a-1) log x - b x``.
-    As in GPyTorch, the density is that of ``theta`` (no Jacobian of the log transform).
+    by default (:data:`~headstart._transfer.hyperprior.META_HYPERPRIOR`). As in GPyTorch, the
+    density is that of ``theta`` (no Jacobian of the log transform).
 
     Args:
         log_ell: ``R x d`` log lengthscales.
         log_s: ``R`` log output scales.
         log_noise: ``R`` log noise variances.
+        prior: The hyperprior object.
 
     Returns:
         ``R`` log densities.
     """
-    mu, sd = NOISE_PRIOR
-    lp_noise = -log_noise - math.log(sd) - 0.5 * _LOG_2PI - 0.5 * ((log_noise - mu) / sd) ** 2
-    return (
-        _log_gamma_pdf(torch.exp(log_ell), log_ell, *LENGTHSCALE_PRIOR).sum(-1)
-        + _log_gamma_pdf(torch.exp(log_s), log_s, *OUTPUTSCALE_PRIOR)
-        + lp_noise
-    )
+    return prior.log_prob(log_ell, log_s, log_noise)
 
 
 def _raw_bounds(d: int) -> np.ndarray:
@@ -176,6 +169,7 @@ def neg_log_posterior(
     mask: torch.Tensor,
     n: torch.Tensor,
     is_cat: torch.Tensor,
+    prior: SEHyperPrior = META_HYPERPRIOR,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""MAP objective ``-(log p(y | theta) + log p(theta))`` of ``R`` padded tasks at once.
 
@@ -204,22 +198,7 @@ def neg_log_posterior(
         - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
         - 0.5 * n * _LOG_2PI
     )
-    return -(mll + log_prior(log_ell, log_s, log_noise)), mll
-
-
-def _prior_grad(
-    log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor
-) -> torch.Tensor:
-    """Gradient of :func:`log_prior` in ``(log ell, log s, log sigma^2)``: ``R x (d + 2)``."""
-    (a_l, b_l), (a_s, b_s), (mu, sd) = LENGTHSCALE_PRIOR, OUTPUTSCALE_PRIOR, NOISE_PRIOR
-    return torch.cat(
-        [
-            (a_l - 1.0) - b_l * torch.exp(log_ell),
-            ((a_s - 1.0) - b_s * torch.exp(log_s)).unsqueeze(-1),
-            (-1.0 - (log_noise - mu) / sd**2).unsqueeze(-1),
-        ],
-        dim=-1,
-    )
+    return -(mll + prior.log_prob(log_ell, log_s, log_noise)), mll
 
 
 def neg_log_posterior_and_grad(
@@ -232,6 +211,7 @@ def neg_log_posterior_and_grad(
     *,
     padded: bool = True,
     vocab: list[torch.Tensor] | None = None,
+    prior: SEHyperPrior = META_HYPERPRIOR,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r""":func:`neg_log_posterior` and its gradient in ``raw``, in closed form.
 
@@ -251,6 +231,7 @@ def neg_log_posterior_and_grad(
         raw, X, y, mask, n, is_cat: As for :func:`neg_log_posterior`.
         padded: ``False`` promises ``mask`` is all ones (skips the masking).
         vocab: Categorical vocabulary covering ``X`` (default: computed from ``X``).
+        prior: The hyperprior object.
 
     Returns:
         ``(objective R, gradient R x (d + 2))``.
@@ -287,8 +268,8 @@ def neg_log_posterior_and_grad(
         differ = X[:, :, j].unsqueeze(-1) != X[:, :, j].unsqueeze(-2)
         D[:, j] = 0.5 * (P2 * differ).sum((-1, -2))
     grad = torch.cat([w * D, 0.5 * row.sum(-1, keepdim=True), g_noise.unsqueeze(-1)], dim=-1)
-    grad = grad - _prior_grad(log_ell, log_s, log_noise)
-    return -(mll + log_prior(log_ell, log_s, log_noise)), grad
+    grad = grad - prior.grad(log_ell, log_s, log_noise)
+    return -(mll + prior.log_prob(log_ell, log_s, log_noise)), grad
 
 
 # --- data handling ----------------------------------------------------------------------------
@@ -355,22 +336,23 @@ def _size_buckets(n: np.ndarray) -> list[np.ndarray]:
 
 
 def _starts(
-    M: int, d: int, init: MetaGPParams | None, n_restarts: int, rng: np.random.Generator
+    M: int,
+    d: int,
+    init: MetaGPParams | None,
+    n_restarts: int,
+    rng: np.random.Generator,
+    prior: SEHyperPrior = META_HYPERPRIOR,
 ) -> np.ndarray:
     """``M x (1 + n_restarts) x (d + 2)`` raw starting points: ``init`` then prior draws."""
     if init is None:
-        ell, s, noise = DEFAULT_INIT
-        first = np.tile(np.r_[np.full(d, math.log(ell)), math.log(s), math.log(noise)], (M, 1))
+        first = np.tile(prior.initial_raw(d), (M, 1))
     else:
         if init.inv_sq_lengthscales.shape != (M, d):
             raise ValueError(
                 f"init has {init.inv_sq_lengthscales.shape} lengthscales; expected {(M, d)}."
             )
         first = init.to_raw()
-    ell = rng.gamma(LENGTHSCALE_PRIOR[0], 1.0 / LENGTHSCALE_PRIOR[1], (M, n_restarts, d))
-    s = rng.gamma(OUTPUTSCALE_PRIOR[0], 1.0 / OUTPUTSCALE_PRIOR[1], (M, n_restarts, 1))
-    log_noise = rng.normal(NOISE_PRIOR[0], NOISE_PRIOR[1], (M, n_restarts, 1))
-    drawn = np.concatenate([np.log(ell), np.log(s), log_noise], axis=-1)
+    drawn = prior.sample_log(rng, (M, n_restarts), d)
     raw = np.concatenate([first[:, None, :], drawn], axis=1)
     bounds = _raw_bounds(d)
     return np.clip(raw, bounds[:, 0], bounds[:, 1])
@@ -385,6 +367,7 @@ def fit_meta_gps(
     seed: int = 0,
     n_restarts: int = 5,
     init: MetaGPParams | None = None,
+    prior: SEHyperPrior = META_HYPERPRIOR,
 ) -> MetaGPs:
     r"""Fit one independent zero-mean SE-ARD GP per meta-task by MAP, all tasks in one batch.
 
@@ -397,7 +380,8 @@ def fit_meta_gps(
         seed: Seed of the prior draws of the restarts.
         n_restarts: Starts drawn from the hyperprior, besides the first one.
         init: First start per task (e.g. an earlier fit); default ``ell = 0.5, s = 1,
-            sigma^2 = 1e-3`` for every task.
+            sigma^2 = 1e-3`` (``prior.initial``) for every task.
+        prior: The hyperprior object (default the paper's, App. C.5).
 
     Returns:
         The fitted :class:`MetaGPs`.
@@ -414,7 +398,8 @@ def fit_meta_gps(
     y_mean, y_std = _standardize(ys)
     zs = [(y - mu) / sd for y, mu, sd in zip(ys, y_mean, y_std, strict=True)]
     M, d, S = len(Xs), len(is_cat), 1 + int(n_restarts)
-    x0 = _starts(M, d, init, int(n_restarts), np.random.default_rng(seed)).reshape(M * S, d + 2)
+    rng = np.random.default_rng(seed)
+    x0 = _starts(M, d, init, int(n_restarts), rng, prior).reshape(M * S, d + 2)
     is_cat_t = torch.from_numpy(is_cat)
 
     n_all = np.array([len(z) for z in zs])
@@ -447,6 +432,7 @@ def fit_meta_gps(
                     is_cat_t,
                     padded=bool((n_all[buckets[b][loc]] < size).any()),
                     vocab=vocabs[b],
+                    prior=prior,
                 )
                 values[rows] = (objective / nb).numpy()
                 grads[rows] = (grad / nb.unsqueeze(-1)).numpy()

@@ -70,14 +70,11 @@ from headstart._transfer._common import (
     unpack_tasks,
 )
 from headstart._transfer.base import TransferSurrogate
+from headstart._transfer.hyperprior import META_HYPERPRIOR as _PRIOR
 from headstart._transfer.metafit import (
-    DEFAULT_INIT,
     LENGTHSCALE_BOUNDS,
-    LENGTHSCALE_PRIOR,
     NOISE_BOUNDS,
-    NOISE_PRIOR,
     OUTPUTSCALE_BOUNDS,
-    OUTPUTSCALE_PRIOR,
 )
 from headstart._transfer.se_kernel import CENTER
 from headstart.exceptions import HeadstartWarning, NumericsWarning
@@ -382,10 +379,10 @@ class MultiTaskGPSurrogate(TransferSurrogate):
         data_kernel = ScaleKernel(
             SEHammingKernel(
                 self.is_cat,
-                lengthscale_prior=GammaPrior(*LENGTHSCALE_PRIOR),
+                lengthscale_prior=GammaPrior(_PRIOR.lengthscale.shape, _PRIOR.lengthscale.rate),
                 lengthscale_constraint=Interval(*LENGTHSCALE_BOUNDS),
             ),
-            outputscale_prior=GammaPrior(*OUTPUTSCALE_PRIOR),
+            outputscale_prior=GammaPrior(_PRIOR.outputscale.shape, _PRIOR.outputscale.rate),
             outputscale_constraint=Interval(*OUTPUTSCALE_BOUNDS),
         )
         if self.deterministic:
@@ -394,7 +391,7 @@ class MultiTaskGPSurrogate(TransferSurrogate):
             noise_constraint = Interval(*NOISE_BOUNDS)
         likelihood = HadamardGaussianLikelihood(
             num_tasks=self.n_tasks,
-            noise_prior=LogNormalPrior(*NOISE_PRIOR),
+            noise_prior=LogNormalPrior(_PRIOR.noise.mu, _PRIOR.noise.sigma),
             noise_constraint=noise_constraint,
             task_feature_index=d,
         )
@@ -411,7 +408,7 @@ class MultiTaskGPSurrogate(TransferSurrogate):
         if self._state is not None:
             model.load_state_dict(self._state)
         else:
-            ell, s, noise = DEFAULT_INIT
+            ell, s, noise = _PRIOR.initial
             data_kernel.base_kernel.lengthscale = torch.full((1, d), ell, dtype=DTYPE)
             data_kernel.outputscale = torch.tensor(s, dtype=DTYPE)
             likelihood.noise = torch.full((self.n_tasks,), noise, dtype=DTYPE)

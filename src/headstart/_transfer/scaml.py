@@ -54,14 +54,12 @@ from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import check_training_data, robust_cholesky
 from headstart._gp.kernel import sq_dist_np
 from headstart._transfer.base import TransferSurrogate
+from headstart._transfer.hyperprior import SCAML_TEST_HYPERPRIOR, SEHyperPrior
 from headstart._transfer.metafit import MetaGPs, fit_meta_gps
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
 N_PRIOR_STARTS = 5  # [ScaML] App. C.5: five initial guesses drawn from the priors
 PRUNE_THRESHOLD = 1e-3  # drop tasks with w_i sd_i M / sum_j w_j sd_j below this at prediction
-LOG_ELL_PRIOR = (0.5, 1.5)
-LOG_SCALE_PRIOR = (-2.0, 3.0)
-LOG_NOISE_PRIOR = (-8.0, 2.0)
 ELL_BOUNDS = (1e-4, 1e2)
 SCALE_BOUNDS = (1e-4, 1e2)
 NOISE_BOUNDS = (1e-8, 1e-2)
@@ -115,12 +113,6 @@ def _se(
 ) -> np.ndarray:
     """Squared-exponential ARD kernel ``s exp(-r^2 / 2)`` (Hamming on categorical columns)."""
     return scale * np.exp(-0.5 * sq_dist_np(A, B, is_cat, lengthscales**-2.0))
-
-
-def _log_normal(x: torch.Tensor, mu: float, sd: float) -> torch.Tensor:
-    """``log LogNormal(x; mu, sd)`` up to a constant, evaluated at ``x = exp(log_x)``."""
-    log_x = torch.log(x)
-    return -log_x - 0.5 * ((log_x - mu) / sd) ** 2
 
 
 @dataclass(frozen=True)
@@ -325,9 +317,11 @@ class _TestObjective:
         is_cat: np.ndarray,
         ybar: float,
         scale: float,
+        prior: SEHyperPrior = SCAML_TEST_HYPERPRIOR,
     ) -> None:
         n, d = X_t.shape
         self.d = d
+        self.prior = prior
         self.U = torch.from_numpy((U - ybar) / scale)  # M x n, the meta means normalized
         # (w @ U - ybar) / s = w @ ((U - ybar) / s) + ybar (sum w - 1) / s
         self.offset = ybar / scale
@@ -358,10 +352,8 @@ class _TestObjective:
         )
         ell, s_t, noise = torch.exp(log_ell), torch.exp(log_s), torch.exp(log_noise)
         log_prior = (
-            _log_normal(ell, *LOG_ELL_PRIOR).sum(-1)
-            + _log_normal(s_t, *LOG_SCALE_PRIOR)
-            + _log_normal(noise, *LOG_NOISE_PRIOR)
-            - w.sum(-1)  # Gamma(1, 1)
+            self.prior.log_prob(torch.log(ell), torch.log(s_t), torch.log(noise))
+            - w.sum(-1)  # Gamma(1, 1) on the weights
         )
         return -(mll + log_prior)
 
@@ -386,9 +378,7 @@ def prior_starts(
     """``n`` raw starting vectors drawn from the hyperpriors, clipped to the bounds."""
     raw = np.concatenate(
         [
-            rng.normal(LOG_ELL_PRIOR[0], LOG_ELL_PRIOR[1], (n, d)),
-            rng.normal(LOG_SCALE_PRIOR[0], LOG_SCALE_PRIOR[1], (n, 1)),
-            rng.normal(LOG_NOISE_PRIOR[0], LOG_NOISE_PRIOR[1], (n, 1)),
+            SCAML_TEST_HYPERPRIOR.sample_log(rng, (n,), d),
             rng.gamma(1.0, 1.0, (n, M)),
         ],
         axis=1,
