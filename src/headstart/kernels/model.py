@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from headstart._engine.numerics import robust_cholesky
+from headstart._engine.numerics import robust_cholesky, standardize
 from headstart.exceptions import DatasetError
 from headstart.kernels.covariance import covariance, leaf_offsets
 from headstart.kernels.grammar import Tree
@@ -116,7 +116,8 @@ class Scaler:
     def fit(cls, X: np.ndarray, y: np.ndarray) -> Scaler:
         x_min, x_max = X.min(axis=0), X.max(axis=0)
         x_range = np.where(x_max > x_min, x_max - x_min, 1.0)
-        return cls(x_min, x_range, float(y.mean()), float(y.std()))
+        _, y_mean, y_std = standardize(y)  # the one rule: a constant y gets std 1
+        return cls(x_min, x_range, y_mean, y_std)
 
     def x(self, X: np.ndarray) -> np.ndarray:
         return (np.asarray(X, dtype=np.float64) - self.x_min) / self.x_range
