@@ -188,7 +188,11 @@ class ScaMLPosterior:
             share = w * sd * len(w) / max(float((w * sd).sum()), 1e-300)
             w = np.where(share >= prune_threshold, w, 0.0)
         self.active_weights = w
-        self.outputscale = float(params.outputscale)
+        self.residual_scale = float(params.outputscale)  # s_t of the residual kernel k_t
+        # The protocol's prior variance scale of f: the residual's plus the weighted meta GPs'
+        # (each s_m y_std_m^2 in raw units), in the normalized units of this posterior.
+        meta_scales = meta.params.outputscale * meta.y_std**2 / self.scale**2
+        self.outputscale = self.residual_scale + float(np.sum(w * w * meta_scales))
         self.lengthscales = _search_lengthscales(meta, w, params.lengthscales)
         self._inv_sq_ell = np.asarray(params.lengthscales, dtype=np.float64) ** -2.0
         self._meta = meta.weighted(w, w * w, self.X_t)
@@ -209,12 +213,12 @@ class ScaMLPosterior:
 
     # -- prior pieces ---------------------------------------------------------------------------
     def _test_kernel(self, X: np.ndarray) -> np.ndarray:
-        return _se(X, self.X_t, self.is_cat, self.params.lengthscales, self.outputscale)
+        return _se(X, self.X_t, self.is_cat, self.params.lengthscales, self.residual_scale)
 
     def prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Theorem 1 prior mean and variance at ``X`` (normalized units), before test data."""
         mean, var, _ = self._meta(X)
-        return (mean - self.ybar) / self.scale, var / self.scale**2 + self.outputscale
+        return (mean - self.ybar) / self.scale, var / self.scale**2 + self.residual_scale
 
     def _solve(self, X: np.ndarray, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``k(X, X_t)`` (``m x n``) and ``beta = A^{-1} k(X_t, X)`` (``m x n``)."""
@@ -228,7 +232,7 @@ class ScaMLPosterior:
         X = np.asarray(X, dtype=np.float64)
         mean, var, cross = self._meta(X)
         prior_mean = (mean - self.ybar) / self.scale
-        prior_var = var / self.scale**2 + self.outputscale
+        prior_var = var / self.scale**2 + self.residual_scale
         if not len(self.z_t):
             return prior_mean, np.maximum(prior_var, 1e-12)
         kx = cross / self.scale**2 + self._test_kernel(X)  # m x n
@@ -253,7 +257,7 @@ class ScaMLPosterior:
         if not len(self.z_t):
             mean, var, _, dmean, dvar, _ = self._meta(X, grad=True)
             mu, dmu = (mean - self.ybar) / self.scale, dmean / self.scale
-            v, dv = var / s2 + self.outputscale, dvar / s2
+            v, dv = var / s2 + self.residual_scale, dvar / s2
         else:
             # The meta cross-covariance gradient is only needed contracted with alpha and beta
             # (d x n_t numbers per point instead of d x n_t x n_t): let the meta GPs contract it.
@@ -269,7 +273,7 @@ class ScaMLPosterior:
             dkt = -kt[:, :, None] * diff * num  # d k_t(x, X_t) / dx
             mu = (mean - self.ybar) / self.scale + kx @ self.alpha
             dmu = dmean / self.scale + dproj[:, 0] + np.einsum("mnd,n->md", dkt, self.alpha)
-            v = var / s2 + self.outputscale - (kx * beta).sum(1)
+            v = var / s2 + self.residual_scale - (kx * beta).sum(1)
             dv = dvar / s2 - 2.0 * (dproj[:, 1] + np.einsum("mnd,mn->md", dkt, beta))
         small = v < 1e-12
         dv[small] = 0.0
@@ -282,7 +286,7 @@ class ScaMLPosterior:
         mean, _, cov_meta = self.meta.weighted(w, w * w, X)(X)
         prior_mean = (mean - self.ybar) / self.scale
         cov = cov_meta / self.scale**2 + _se(
-            X, X, self.is_cat, self.params.lengthscales, self.outputscale
+            X, X, self.is_cat, self.params.lengthscales, self.residual_scale
         )
         if not len(self.z_t):
             return prior_mean, cov

@@ -50,6 +50,9 @@ SHAPE_SIZES = (1, 7)
 
 
 # --- helpers ------------------------------------------------------------------------------------
+OUTPUTSCALE_SLACK = 2.0  # posterior variance <= this x outputscale (ScaML-GP once reached 91x)
+
+
 def _is_cat(is_cat: np.ndarray | None, d: int) -> np.ndarray:
     return np.zeros(d, dtype=bool) if is_cat is None else np.asarray(is_cat, dtype=bool)
 
@@ -214,6 +217,14 @@ def check_condition(
         ell = np.asarray(posterior.lengthscales, dtype=np.float64)
         assert ell.shape == (d,), f"{name}.lengthscales has shape {ell.shape}, expected ({d},)."
         assert np.all(np.isfinite(ell) & (ell > 0)), f"{name}.lengthscales = {ell.tolist()}."
+    _, var = posterior.posterior(
+        sample_points(np.asarray(train_X), 32, np.random.default_rng(seed))
+    )
+    ratio = float(np.max(var)) / scale
+    assert ratio <= OUTPUTSCALE_SLACK, (
+        f"{name}: posterior variance reaches {ratio:.3g} x outputscale; outputscale must be the "
+        "prior variance scale of f (Thompson sampling's jitter is relative to it)."
+    )
     y_model = np.asarray(y_model)
     assert y_model.shape == (n,), f"y_model has shape {y_model.shape}, expected ({n},)."
     assert y_model.dtype.kind == "f", f"y_model has dtype {y_model.dtype}."
@@ -617,6 +628,7 @@ __all__ = [
     "GRAD_RTOL",
     "GRAD_STEP",
     "JOINT_RTOL",
+    "OUTPUTSCALE_SLACK",
     "PSD_TOL",
     "SurrogateFactory",
     "check_all",
