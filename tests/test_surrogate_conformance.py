@@ -98,6 +98,7 @@ class Setup:
         tasks = make_tasks(categorical)
         builder, d, is_cat = BUILDERS[name], self.X.shape[1], self.is_cat
         self.factory = lambda: builder(d, is_cat, tasks)
+        self.case = suite.SurrogateCase(self.factory, self.X, self.y, self.is_cat)
 
 
 def params(*checks: str) -> list:
@@ -116,58 +117,58 @@ def params(*checks: str) -> list:
 @pytest.mark.parametrize("case", params())
 def test_condition_and_shapes(case):
     s = Setup(case)
-    suite.check_shapes(s.factory, s.X, s.y, is_cat=s.is_cat)
+    suite.check_shapes(s.case)
 
 
 @pytest.mark.parametrize("case", params())
 def test_gradients_match_finite_differences(case):
     s = Setup(case)
-    suite.check_gradients(s.factory, s.X, s.y, is_cat=s.is_cat)
+    suite.check_gradients(s.case)
 
 
 @pytest.mark.parametrize("case", params())
 def test_joint_posterior_consistent(case):
     s = Setup(case)
-    suite.check_joint_posterior(s.factory, s.X, s.y, is_cat=s.is_cat)
+    suite.check_joint_posterior(s.case)
 
 
 @pytest.mark.parametrize("case", params())
 def test_training_points_finite(case):
     s = Setup(case)
-    suite.check_training_points(s.factory, s.X, s.y)
+    suite.check_training_points(s.case)
 
 
 @pytest.mark.parametrize("categorical", [False, True], ids=["numeric", "cat"])
 def test_deterministic_matern_interpolates(categorical):
     X, y, is_cat = make_data(categorical, seed=1)
     factory = lambda: MaternGP(is_cat, deterministic=True)  # noqa: E731
-    suite.check_training_points(factory, X, y, interpolates=True)
+    suite.check_training_points(suite.SurrogateCase(factory, X, y), interpolates=True)
 
 
 @pytest.mark.parametrize("case", params())
 def test_constant_targets(case):
     s = Setup(case)
-    suite.check_constant_targets(s.factory, s.X, is_cat=s.is_cat)
+    suite.check_constant_targets(s.case)
 
 
 @pytest.mark.parametrize(("case", "check"), params("nan_y", "inf_y", "nan_X"))
 def test_nan_guard(case, check):
     s = Setup(case)
-    suite.check_nan_guard(s.factory, s.X, s.y, case=check, is_cat=s.is_cat)
+    suite.check_nan_guard(s.case, only=check)
 
 
 @pytest.mark.parametrize("case", params())
 def test_state_and_diagnostics_json(case):
     s = Setup(case)
-    suite.check_state_roundtrip(s.factory, s.X, s.y, is_cat=s.is_cat)
+    suite.check_state_roundtrip(s.case)
 
 
 @pytest.mark.parametrize("case", params())
 def test_empty_data_and_determinism(case):
     s = Setup(case)
-    checked = suite.check_empty_data(s.factory, s.X.shape[1], is_cat=s.is_cat)
+    checked = suite.check_empty_data(s.case)
     assert checked == s.factory().informative_prior
-    suite.check_determinism(s.factory, s.X, s.y, is_cat=s.is_cat)
+    suite.check_determinism(s.case)
 
 
 def test_suite_catches_a_wrong_gradient():
@@ -187,7 +188,7 @@ def test_suite_catches_a_wrong_gradient():
             return posterior, y_model
 
     with pytest.raises(AssertionError, match="dvar/dx disagrees"):
-        suite.check_gradients(lambda: Skewed(is_cat), X, y, is_cat=is_cat)
+        suite.check_gradients(suite.SurrogateCase(lambda: Skewed(is_cat), X, y, is_cat))
 
 
 # --- the acquisition criterion on a mock posterior ----------------------------------------------

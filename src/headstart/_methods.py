@@ -176,38 +176,26 @@ register_method(
     )
 )
 register_method(MethodSpec("random", "none", "uniform random search", None))
-register_method(
-    MethodSpec(
-        "scaml",
-        description="ScaML-GP (Tighineanu et al., AISTATS 2024)",
-        build=_transfer_builder("scaml", "ScaML", meta_gps=True),
-        **_TRANSFER,
-    )
-)
-register_method(
-    MethodSpec(
-        "rgpe",
-        description="RGPE (Feurer et al. 2018), baseline",
-        build=_transfer_builder("rgpe", "RGPE", meta_gps=True),
-        **_TRANSFER,
-    )
-)
-register_method(
-    MethodSpec(
+for _name, _module, _class, _meta_gps, _description in (
+    ("scaml", "scaml", "ScaML", True, "ScaML-GP (Tighineanu et al., AISTATS 2024)"),
+    ("rgpe", "rgpe", "RGPE", True, "RGPE (Feurer et al. 2018), baseline"),
+    (
         "stackgp",
-        description="stacked residual GPs (Golovin et al. 2017), baseline",
-        build=_transfer_builder("stackgp", "StackGP", meta_gps=False),
-        **_TRANSFER,
+        "stackgp",
+        "StackGP",
+        False,
+        "stacked residual GPs (Golovin et al. 2017), baseline",
+    ),
+    ("mtgp", "mtgp", "MultiTaskGPSurrogate", False, "BoTorch's multi-task GP, baseline"),
+):
+    register_method(
+        MethodSpec(
+            _name,
+            description=_description,
+            build=_transfer_builder(_module, _class, meta_gps=_meta_gps),
+            **_TRANSFER,
+        )
     )
-)
-register_method(
-    MethodSpec(
-        "mtgp",
-        description="BoTorch's multi-task GP, baseline",
-        build=_transfer_builder("mtgp", "MultiTaskGPSurrogate", meta_gps=False),
-        **_TRANSFER,
-    )
-)
 
 __all__ = [
     "ACQUISITIONS",

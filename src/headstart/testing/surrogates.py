@@ -1,7 +1,7 @@
 r"""Conformance suite for :class:`~headstart._engine.protocols.Surrogate` implementations.
 
-Every check is a plain function taking a *surrogate factory* (a zero-argument callable returning
-a fresh, unfitted surrogate) and training data; it conditions fresh surrogates as it needs, and
+Every check is a plain function taking a :class:`SurrogateCase`: a *surrogate factory* (a
+zero-argument callable returning a fresh, unfitted surrogate) and training data; it conditions fresh surrogates as it needs, and
 raises :class:`AssertionError` with the offending numbers when the contract of
 :mod:`headstart._engine.protocols` is broken. :func:`check_all` runs them all.
 
@@ -11,7 +11,7 @@ Example:
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((8, 2))
     >>> y = np.sin(5 * X[:, 0]) + X[:, 1]
-    >>> check_all(lambda: MaternGP(np.zeros(2, dtype=bool)), X, y)
+    >>> check_all(SurrogateCase(lambda: MaternGP(np.zeros(2, dtype=bool)), X, y))
 
 Tolerances (all arrays float64) are module constants, chosen so that rounding in float64 passes
 and a wrong formula does not:
@@ -29,6 +29,7 @@ import json
 import math
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,26 @@ from headstart.exceptions import HeadstartError
 
 SurrogateFactory = Callable[[], Surrogate]
 """A zero-argument callable returning a fresh, unfitted surrogate."""
+
+
+@dataclass(frozen=True)
+class SurrogateCase:
+    r"""A surrogate factory and the data every check conditions it on.
+
+    Args:
+        factory: Returns a fresh, unfitted surrogate.
+        train_X: ``n x d`` inputs in ``[0, 1]``.
+        train_y: ``n`` finite targets (maximized).
+        is_cat: ``d`` mask of categorical columns (``None``: all numeric).
+        seed: Seeds the ``rng`` passed to ``condition`` and the query points.
+    """
+
+    factory: SurrogateFactory
+    train_X: np.ndarray
+    train_y: np.ndarray
+    is_cat: np.ndarray | None = None
+    seed: int = 0
+
 
 VAR_FLOOR = 1e-12  # posterior variances are clamped here (protocols.Posterior.posterior)
 GRAD_STEP = 1e-6  # central finite-difference step
@@ -183,9 +204,7 @@ def _assert_json_close(a: Any, b: Any, path: str = "state", rtol: float = 1e-6) 
 
 
 # --- (a) condition ------------------------------------------------------------------------------
-def check_condition(
-    factory: SurrogateFactory, train_X: np.ndarray, train_y: np.ndarray, *, seed: int = 0
-) -> tuple[Posterior, np.ndarray]:
+def check_condition(case: SurrogateCase) -> tuple[Posterior, np.ndarray]:
     r"""``condition`` returns a :class:`Posterior` and ``n`` finite training targets.
 
     Checks that the surrogate satisfies the :class:`Surrogate` protocol (``informative_prior``
@@ -202,6 +221,7 @@ def check_condition(
     Returns:
         ``(posterior, y_model)`` for further checks.
     """
+    factory, train_X, train_y, seed = case.factory, case.train_X, case.train_y, case.seed
     surrogate = factory()
     assert isinstance(surrogate, Surrogate), f"{type(surrogate).__name__} is not a Surrogate."
     assert isinstance(surrogate.informative_prior, bool), "informative_prior must be a bool."
@@ -233,14 +253,7 @@ def check_condition(
 
 
 # --- (b) shapes ---------------------------------------------------------------------------------
-def check_shapes(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
-    *,
-    is_cat: np.ndarray | None = None,
-    seed: int = 0,
-) -> None:
+def check_shapes(case: SurrogateCase) -> None:
     r"""Output shapes of the three posterior methods for ``m = 1`` and ``m = 7`` points.
 
     ``posterior`` gives ``(m,), (m,)``; ``posterior_and_grad`` gives ``(m,), (m,), (m, d),
@@ -248,7 +261,8 @@ def check_shapes(
     ``joint_posterior`` gives ``(m,), (m, m)``. All values are finite and variances are at least
     the ``1e-12`` clamp. Rows are independent: the batch of 7 equals the 7 single-point calls.
     """
-    posterior, _ = check_condition(factory, train_X, train_y, seed=seed)
+    train_X, is_cat, seed = case.train_X, case.is_cat, case.seed
+    posterior, _ = check_condition(case)
     d = np.shape(train_X)[1]
     rng = np.random.default_rng(seed + 1)
     for m in SHAPE_SIZES:
@@ -318,12 +332,8 @@ def finite_difference_errors(
 
 
 def check_gradients(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
+    case: SurrogateCase,
     *,
-    is_cat: np.ndarray | None = None,
-    seed: int = 0,
     m: int = 16,
     h: float = GRAD_STEP,
     rtol: float = GRAD_RTOL,
@@ -338,7 +348,8 @@ def check_gradients(
     batch and the quantity (mean or variance): the central-difference truncation error is
     ``O(h^2)`` and its rounding error ``O(eps / h)`` times the size of the terms summed.
     """
-    posterior, _ = check_condition(factory, train_X, train_y, seed=seed)
+    train_X, is_cat, seed = case.train_X, case.is_cat, case.seed
+    posterior, _ = check_condition(case)
     d = np.shape(train_X)[1]
     cat = _is_cat(is_cat, d)
     X = sample_points(
@@ -361,14 +372,7 @@ def check_gradients(
 
 # --- (d) joint posterior ------------------------------------------------------------------------
 def check_joint_posterior(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
-    *,
-    is_cat: np.ndarray | None = None,
-    seed: int = 0,
-    rtol: float = JOINT_RTOL,
-    psd_tol: float = PSD_TOL,
+    case: SurrogateCase, *, rtol: float = JOINT_RTOL, psd_tol: float = PSD_TOL
 ) -> None:
     r"""``joint_posterior`` agrees with the marginals and is a covariance.
 
@@ -378,7 +382,8 @@ def check_joint_posterior(
     ``1e-12`` times the variance scale ``max(outputscale, max var)`` where variances vanish), and
     its smallest eigenvalue is at least ``-psd_tol`` times that scale.
     """
-    posterior, _ = check_condition(factory, train_X, train_y, seed=seed)
+    train_X, is_cat, seed = case.train_X, case.is_cat, case.seed
+    posterior, _ = check_condition(case)
     train_X = np.asarray(train_X, dtype=np.float64)
     random = sample_points(train_X, 4, np.random.default_rng(seed + 3), is_cat=is_cat)
     X = np.vstack([random, train_X[:2], random[:1]])
@@ -406,12 +411,9 @@ def check_joint_posterior(
 
 # --- (e) training points ------------------------------------------------------------------------
 def check_training_points(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
+    case: SurrogateCase,
     *,
     interpolates: bool = False,
-    seed: int = 0,
     mean_atol: float = 1e-3,
     var_rtol: float = 1e-4,
 ) -> None:
@@ -421,7 +423,8 @@ def check_training_points(
     noise variance ``1e-6``) also: ``|mean - y_model| <= mean_atol * max(1, std(y_model))`` and
     ``var <= var_rtol * outputscale`` at every training point.
     """
-    posterior, y_model = check_condition(factory, train_X, train_y, seed=seed)
+    train_X = case.train_X
+    posterior, y_model = check_condition(case)
     X = np.asarray(train_X, dtype=np.float64)
     _assert_posterior_finite("training points", posterior, X)
     if not interpolates:
@@ -437,21 +440,15 @@ def check_training_points(
 
 
 # --- (f) constant targets -----------------------------------------------------------------------
-def check_constant_targets(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    *,
-    is_cat: np.ndarray | None = None,
-    value: float = 3.7,
-    seed: int = 0,
-) -> None:
+def check_constant_targets(case: SurrogateCase, *, value: float = 3.7) -> None:
     r"""Conditioning on ``n`` equal targets gives a finite posterior (no NaN from ``std = 0``).
 
     ``y_model`` is finite and constant, and every output of the posterior at 7 random points and
     at the training points is finite.
     """
+    train_X, is_cat, seed = case.train_X, case.is_cat, case.seed
     n = len(train_X)
-    posterior, y_model = check_condition(factory, train_X, np.full(n, value), seed=seed)
+    posterior, y_model = check_condition(replace(case, train_y=np.full(n, value)))
     assert np.ptp(y_model) <= 1e-9 * max(1.0, float(np.abs(y_model).max())), (
         f"constant targets mapped to non-constant y_model {y_model.tolist()}."
     )
@@ -470,18 +467,10 @@ def nan_cases(train_X: np.ndarray, train_y: np.ndarray) -> dict[str, tuple[np.nd
     return {"nan_y": (X, y_nan), "inf_y": (X, y_inf), "nan_X": (X_nan, y)}
 
 
-def check_nan_guard(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
-    *,
-    case: str | None = None,
-    is_cat: np.ndarray | None = None,
-    seed: int = 0,
-) -> dict[str, str]:
+def check_nan_guard(case: SurrogateCase, *, only: str | None = None) -> dict[str, str]:
     r"""Non-finite data passed straight to ``condition`` never yield a NaN posterior.
 
-    For each corrupted data set of :func:`nan_cases` (or only ``case``), ``condition`` must
+    For each corrupted data set of :func:`nan_cases` (or only the one named ``only``), ``condition`` must
     either raise a :class:`~headstart.exceptions.HeadstartError` (for example
     :class:`~headstart.exceptions.ModelFittingError`) or a :class:`ValueError`, or return a
     posterior whose outputs -- at 7 random points -- and ``y_model`` are all finite. Any other
@@ -490,9 +479,16 @@ def check_nan_guard(
     Returns:
         ``{case: "raised <type>" | "finite"}``.
     """
+    factory, train_X, train_y, is_cat, seed = (
+        case.factory,
+        case.train_X,
+        case.train_y,
+        case.is_cat,
+        case.seed,
+    )
     cases = nan_cases(train_X, train_y)
-    if case is not None:
-        cases = {case: cases[case]}
+    if only is not None:
+        cases = {only: cases[only]}
     X_query = sample_points(np.asarray(train_X), 7, np.random.default_rng(seed + 5), is_cat=is_cat)
     outcome = {}
     for name, (X, y) in cases.items():
@@ -519,14 +515,7 @@ def check_nan_guard(
 
 
 # --- (h) state and diagnostics ------------------------------------------------------------------
-def check_state_roundtrip(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
-    *,
-    is_cat: np.ndarray | None = None,
-    seed: int = 0,
-) -> None:
+def check_state_roundtrip(case: SurrogateCase) -> None:
     r"""``state`` survives strict JSON, ``load_state`` restores it, ``diagnostics`` serializes.
 
     * ``state()`` of a fitted surrogate is a dict that ``json.dumps(..., allow_nan=False)``
@@ -537,6 +526,13 @@ def check_state_roundtrip(
     * ``diagnostics()`` is a dict, before and after ``condition``, that ``json.dumps`` accepts
       with a numpy-to-list ``default=`` converter.
     """
+    factory, train_X, train_y, is_cat, seed = (
+        case.factory,
+        case.train_X,
+        case.train_y,
+        case.is_cat,
+        case.seed,
+    )
     surrogate = factory()
     before = surrogate.diagnostics()
     assert isinstance(before, dict), f"diagnostics() before condition is a {type(before)}."
@@ -560,9 +556,7 @@ def check_state_roundtrip(
 
 
 # --- extras: empty data, determinism ------------------------------------------------------------
-def check_empty_data(
-    factory: SurrogateFactory, d: int, *, is_cat: np.ndarray | None = None, seed: int = 0
-) -> bool:
+def check_empty_data(case: SurrogateCase) -> bool:
     r"""A surrogate with ``informative_prior`` conditions on ``n = 0`` points to a finite prior.
 
     ``y_model`` has shape ``(0,)`` and the posterior's outputs at 7 points are finite.
@@ -570,6 +564,8 @@ def check_empty_data(
     Returns:
         ``False`` (nothing checked) when the surrogate has no informative prior.
     """
+    factory, train_X, is_cat, seed = case.factory, case.train_X, case.is_cat, case.seed
+    d = np.shape(train_X)[1]
     surrogate = factory()
     if not surrogate.informative_prior:
         return False
@@ -582,18 +578,18 @@ def check_empty_data(
     return True
 
 
-def check_determinism(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
-    *,
-    is_cat: np.ndarray | None = None,
-    seed: int = 0,
-) -> None:
+def check_determinism(case: SurrogateCase) -> None:
     r"""``rng`` is the only randomness: two fresh surrogates given equal seeds agree.
 
     Means and variances at 7 points agree to 1e-10 relative (room for threaded reductions).
     """
+    factory, train_X, train_y, is_cat, seed = (
+        case.factory,
+        case.train_X,
+        case.train_y,
+        case.is_cat,
+        case.seed,
+    )
     X = sample_points(train_X, 7, np.random.default_rng(seed + 8), is_cat=is_cat)
     results = [_condition(factory(), train_X, train_y, seed)[0].posterior(X) for _ in range(2)]
     (m1, v1), (m2, v2) = results
@@ -601,26 +597,20 @@ def check_determinism(
     np.testing.assert_allclose(v2, v1, rtol=1e-10, atol=1e-14, err_msg="variance")
 
 
-def check_all(
-    factory: SurrogateFactory,
-    train_X: np.ndarray,
-    train_y: np.ndarray,
-    *,
-    is_cat: np.ndarray | None = None,
-    interpolates: bool = False,
-    seed: int = 0,
-) -> None:
+def check_all(case: SurrogateCase, *, interpolates: bool = False) -> None:
     """Run every check of this module (about 15 ``condition`` calls)."""
-    d = np.shape(train_X)[1]
-    check_shapes(factory, train_X, train_y, is_cat=is_cat, seed=seed)
-    check_gradients(factory, train_X, train_y, is_cat=is_cat, seed=seed)
-    check_joint_posterior(factory, train_X, train_y, is_cat=is_cat, seed=seed)
-    check_training_points(factory, train_X, train_y, interpolates=interpolates, seed=seed)
-    check_constant_targets(factory, train_X, is_cat=is_cat, seed=seed)
-    check_nan_guard(factory, train_X, train_y, is_cat=is_cat, seed=seed)
-    check_state_roundtrip(factory, train_X, train_y, is_cat=is_cat, seed=seed)
-    check_empty_data(factory, d, is_cat=is_cat, seed=seed)
-    check_determinism(factory, train_X, train_y, is_cat=is_cat, seed=seed)
+    for check in (
+        check_shapes,
+        check_gradients,
+        check_joint_posterior,
+        check_constant_targets,
+        check_nan_guard,
+        check_state_roundtrip,
+        check_empty_data,
+        check_determinism,
+    ):
+        check(case)
+    check_training_points(case, interpolates=interpolates)
 
 
 __all__ = [
@@ -630,6 +620,7 @@ __all__ = [
     "JOINT_RTOL",
     "OUTPUTSCALE_SLACK",
     "PSD_TOL",
+    "SurrogateCase",
     "SurrogateFactory",
     "check_all",
     "check_condition",
