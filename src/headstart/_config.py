@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from headstart._methods import ACQUISITIONS, MethodSpec, get_method
 from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
@@ -67,6 +69,16 @@ class StudyConfig:
 
     def __post_init__(self) -> None:
         spec = get_method(self.method)
+        seed = self.seed
+        if (
+            isinstance(seed, bool)
+            or not isinstance(seed, int | np.integer)
+            or not 0 <= seed < 2**63
+        ):
+            raise InvalidSettingError(
+                f"seed must be an integer in [0, 2**63) (or None for a random one); got {seed!r}."
+            )
+        object.__setattr__(self, "seed", int(seed))
         _check_bool("deterministic", self.deterministic)
         _check_bool("use_priors", self.use_priors)
         _check_bool("prior_design", self.prior_design)

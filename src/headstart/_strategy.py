@@ -194,6 +194,7 @@ class Strategy:
         design_index: int,
         trial_number: int,
         pending: Sequence[Mapping] = (),
+        retry: int = 0,
     ) -> dict:
         """Next configuration.
 
@@ -204,11 +205,17 @@ class Strategy:
             trial_number: Number of the trial being created (seeds this suggestion).
             pending: Configurations being evaluated right now (e.g. by other workers); the
                 engine sees them at the worst observed value (constant liar).
+            retry: How many earlier suggestions for this trial were refused as duplicates of a
+                concurrent worker's; each retry draws fresh randomness (a uniform point in the
+                initial design).
         """
-        rng = np.random.default_rng([self.seed, trial_number])
+        seed = [self.seed, trial_number] if not retry else [self.seed, trial_number, retry]
+        rng = np.random.default_rng(seed)
         if not self.spec.model_based:
             return self.space.decode(rng.random(self.space.dim))[0]
         if len(completed) < self.n_initial:
+            if retry:
+                return self.space.decode(rng.random(self.space.dim))[0]
             return self._design_point(design_index)
         values = np.asarray(values, dtype=np.float64)
         liar = None

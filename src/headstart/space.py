@@ -76,6 +76,12 @@ class _Numeric:
                 f"{self.kind}(low={self.low!r}, high={self.high!r}): low must be < high. "
                 "Swap the bounds, or use hs.Fixed(value) for a constant."
             )
+        if not math.isfinite(self.high - self.low):
+            raise SearchSpaceError(
+                f"{self.kind}(low={self.low!r}, high={self.high!r}): the range is wider than a "
+                "float can hold, so every value would encode to the same point. Narrow the bounds "
+                "or use log=True with positive bounds."
+            )
         if self.log and self.low <= 0:
             raise SearchSpaceError(
                 f"{self.kind}(low={self.low!r}, high={self.high!r}, log=True): both bounds must be "

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -38,6 +39,7 @@ from headstart.exceptions import (
     InvalidValueError,
     NoCompletedTrialsError,
     SearchSpaceError,
+    UnknownStudyError,
     UnknownTrialError,
 )
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
@@ -48,6 +50,9 @@ from headstart.storage.meta_data import load_meta_data, save_meta_data
 
 if TYPE_CHECKING:
     from headstart.storage.sql import Storage
+
+MAX_NAME_LENGTH = 512  # the studies.name column (storage/schema.py)
+_DUPLICATE_RETRIES = 10  # re-suggestions when concurrent workers took the same configuration
 
 
 @dataclass(frozen=True)
@@ -168,33 +173,52 @@ class Study:
         """Create a running trial with the next configuration to evaluate.
 
         Enqueued configurations come first (oldest first); then the initial design; then the
-        model's suggestion.
+        model's suggestion. The trial's row is *reserved* first (its number assigned by the
+        storage in one transaction), and the suggestion is seeded by that number and sees every
+        other running trial, so workers asking at the same moment get different design points
+        and random draws. Filling in the configuration refuses an exact duplicate of another
+        trial's (one transaction); the suggestion is then redone with that trial as pending.
         """
         t0 = time.perf_counter()
-        records = self._storage.get_trials(self._id)
-        if any(r.state == TrialState.WAITING for r in records):
+        if self._storage.get_trials(self._id, states=[TrialState.WAITING]):
             claimed = self._storage.claim_waiting_trial(self._id)  # atomic: one worker gets it
             if claimed is not None:
                 return Trial._from_record(claimed)
-            records = self._storage.get_trials(self._id)
-        done = [r for r in records if r.state == TrialState.COMPLETE]
-        design_index = sum(1 for r in records if r.source == "ask")
-        params = self._strategy.suggest(
-            [r.params for r in done],
-            [self._to_max(r.value) for r in done],
-            design_index=design_index,
-            trial_number=len(records),
-            pending=[r.params for r in records if r.state == TrialState.RUNNING],
+        reserved = self._storage.create_trial(
+            self._id, state=TrialState.RUNNING, params={}, source="ask"
         )
-        params = self.space.validate(params)
-        seconds = time.perf_counter() - t0
-        attrs: dict[str, Any] = {"seconds_suggest": seconds}
-        if self._strategy.kernel_expression is not None:
-            attrs["kernel"] = self._strategy.kernel_expression
-        record = self._storage.create_trial(
-            self._id, state=TrialState.RUNNING, params=params, source="ask", user_attrs=attrs
-        )
-        return Trial._from_record(record)
+        try:
+            return self._fill(reserved, t0)
+        except BaseException:
+            self._storage.finish_trial(reserved.trial_id, state=TrialState.FAILED, value=None)
+            raise
+
+    def _fill(self, reserved: TrialRecord, t0: float) -> Trial:
+        refused: list[dict[str, Any]] = []  # taken by concurrent workers in the meantime
+        for attempt in range(_DUPLICATE_RETRIES + 1):
+            records = [r for r in self._storage.get_trials(self._id) if r.params]  # not reserved
+            done = [r for r in records if r.state == TrialState.COMPLETE]
+            params = self._strategy.suggest(
+                [r.params for r in done],
+                [self._to_max(r.value) for r in done],
+                design_index=sum(
+                    1 for r in records if r.source == "ask" and r.number < reserved.number
+                ),
+                trial_number=reserved.number,
+                pending=[r.params for r in records if r.state == TrialState.RUNNING] + refused,
+                retry=attempt,
+            )
+            params = self.space.validate(params)
+            attrs: dict[str, Any] = {"seconds_suggest": time.perf_counter() - t0}
+            if self._strategy.kernel_expression is not None:
+                attrs["kernel"] = self._strategy.kernel_expression
+            unique = attempt < _DUPLICATE_RETRIES  # a tiny space may hold no unseen point
+            if self._storage.set_trial_params(
+                reserved.trial_id, params, user_attrs=attrs, unique=unique
+            ):
+                return Trial._from_record(self._storage.get_trial(reserved.trial_id))
+            refused.append(params)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _record_for(self, trial: Trial | int) -> TrialRecord:
         if isinstance(trial, Trial):
@@ -501,6 +525,31 @@ def _describe_space_difference(old: SearchSpace, new: SearchSpace) -> str:
     return "; ".join(diffs) or "parameter order differs"
 
 
+def _check_resumable(
+    record, store: Storage, space: SearchSpace, direction: str, method: str
+) -> None:
+    """Raise :class:`DuplicatedStudyError` unless ``create_study`` may resume ``record``."""
+    name = record.name
+    old_space = SearchSpace.from_json(record.space)
+    if old_space != space:
+        raise DuplicatedStudyError(
+            f"Study {name!r} already exists in {store.url} with a different search space: "
+            f"{_describe_space_difference(old_space, space)}. Choose another name, or delete "
+            f"the old study (headstart studies delete {name})."
+        )
+    if record.direction != direction:
+        raise DuplicatedStudyError(
+            f"Study {name!r} already exists with direction={record.direction!r}; you asked for "
+            f"{direction!r}. Choose another name or use the stored direction."
+        )
+    stored = record.settings.get("method", "gp")
+    if stored != method:
+        raise DuplicatedStudyError(
+            f"Study {name!r} already exists with method={stored!r}; you asked for {method!r}. "
+            f"Resume it with method={stored!r} (or load_study), or choose another name."
+        )
+
+
 def create_study(
     name: str,
     space: SearchSpace,
@@ -582,7 +631,12 @@ def create_study(
         )
     if direction not in DIRECTIONS:
         raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
-    drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else int(seed)
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidSettingError(
+            f"Study names hold at most {MAX_NAME_LENGTH} characters (the storage's column); "
+            f"this one has {len(name)}. Choose a shorter name."
+        )
+    drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else seed
     config = StudyConfig(
         method=method,
         seed=drawn_seed,
@@ -606,6 +660,8 @@ def create_study(
         belief.validate()  # a broken density fails here, not mid-run
     spec = get_method(method)
     store = get_storage(storage)
+    with contextlib.suppress(UnknownStudyError):  # refuse a bad resume before storing anything
+        _check_resumable(store.get_study(name), store, space, direction, method)
     if transfer_from is not None:
         if not spec.uses_sources:
             raise InvalidSettingError(
@@ -624,20 +680,9 @@ def create_study(
         record = store.create_study(
             name, direction=direction, space=space.to_json(), settings=settings
         )
-    except DuplicatedStudyError:
+    except DuplicatedStudyError:  # it exists (or another process created it just now): resume
         record = store.get_study(name)
-        old_space = SearchSpace.from_json(record.space)
-        if old_space != space:
-            raise DuplicatedStudyError(
-                f"Study {name!r} already exists in {store.url} with a different search space: "
-                f"{_describe_space_difference(old_space, space)}. Choose another name, or delete "
-                f"the old study (headstart studies delete {name})."
-            ) from None
-        if record.direction != direction:
-            raise DuplicatedStudyError(
-                f"Study {name!r} already exists with direction={record.direction!r}; you asked for "
-                f"{direction!r}. Choose another name or use the stored direction."
-            ) from None
+        _check_resumable(record, store, space, direction, method)
         if seed is None:  # resuming without an explicit seed keeps the stored one
             settings["seed"] = record.settings.get("seed", drawn_seed)
         store.update_study_settings(record.study_id, settings)

@@ -61,6 +61,27 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, allow_nan=False, sort_keys=False)
 
 
+def mask_password(url: str) -> str:
+    """``url`` with its password shown as ``***`` (unparseable URLs are returned unchanged)."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an invalid URL: the engine reports it; there is no password to hide
+        return url
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` without the password of ``url`` (driver messages may quote the DSN)."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        password = make_url(url).password
+    except Exception:
+        return text
+    return text.replace(str(password), "***") if password else text
+
+
 def _make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets WAL, FULL sync, a busy timeout and BEGIN IMMEDIATE."""
     is_sqlite = url.startswith("sqlite")
@@ -118,7 +139,9 @@ class Storage:
     """
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self._raw_url = url
+        self.url = mask_password(url)
+        """The URL with its password masked: what messages, ``repr`` and the CLI show."""
         try:
             self._engine = _make_engine(url)
             self._writer = self._engine.execution_options(headstart_begin="IMMEDIATE")
@@ -127,15 +150,19 @@ class Storage:
             raise
         except ModuleNotFoundError as e:
             raise StorageError(
-                f"Cannot open storage {url!r}: its database driver is not installed ({e}). "
+                f"Cannot open storage {self.url!r}: its database driver is not installed ({e}). "
                 "Install the driver (e.g. `pip install psycopg` for PostgreSQL) or use a "
                 "sqlite:/// URL."
             ) from e
         except (SQLAlchemyError, OSError, ValueError) as e:
             raise StorageError(
-                f"Cannot open storage {url!r}: {e.__class__.__name__}: {e}. Use a SQLAlchemy URL "
+                f"Cannot open storage {self.url!r}: {e.__class__.__name__}: "
+                f"{_scrub(str(e), url)}. Use a SQLAlchemy URL "
                 "such as sqlite:///headstart.db (the directory must exist and be writable)."
             ) from e
+
+    def _scrub(self, error: Exception) -> str:
+        return _scrub(str(error), self._raw_url)
 
     def __repr__(self) -> str:
         return f"Storage({self.url!r})"
@@ -182,11 +209,11 @@ class Storage:
                 last: Exception = e
             except OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e):
-                    raise StorageError(f"Writing to {self.url!r} failed: {e}") from e
+                    raise StorageError(f"Writing to {self.url!r} failed: {self._scrub(e)}") from e
                 last = e
             time.sleep(min(0.01 * 2**attempt, 1.0))
         raise StorageError(
-            f"Storage {self.url!r} stayed busy through {_WRITE_RETRIES} attempts ({last}). Too many "
+            f"Storage {self.url!r} stayed busy through {_WRITE_RETRIES} attempts ({self._scrub(last)}). Too many "
             "writers on one SQLite file: use fewer processes or a PostgreSQL URL."
         )
 
@@ -195,7 +222,7 @@ class Storage:
             with self._engine.begin() as conn:
                 return fn(conn)
         except SQLAlchemyError as e:
-            raise StorageError(f"Reading from {self.url!r} failed: {e}") from e
+            raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
 
     @staticmethod
     def _study(row: Any) -> StudyRecord:
@@ -404,6 +431,54 @@ class Storage:
         """Create several trials with consecutive numbers, all in one transaction."""
         rows = list(rows)
         return self._write(lambda conn: self._insert_trials(conn, study_id, rows))
+
+    def set_trial_params(
+        self,
+        trial_id: int,
+        params: dict[str, Any],
+        *,
+        user_attrs: dict[str, Any] | None = None,
+        unique: bool = True,
+    ) -> bool:
+        """Fill in the configuration of a reserved (running, empty) trial, atomically.
+
+        With ``unique``, the write is refused -- ``False`` is returned and nothing changes --
+        when another trial of the study already has exactly these parameters: two workers whose
+        suggestions coincided then never both evaluate it. The check and the write are one
+        transaction, serialized per study (SQLite's write lock; a row lock on PostgreSQL).
+        """
+        t = trials_table.c
+        params_json = _dumps(params)
+
+        def update(conn: Connection) -> bool:
+            study_id = conn.execute(select(t.study_id).where(t.trial_id == trial_id)).scalar()
+            if study_id is None:
+                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            if conn.dialect.name != "sqlite":  # serialize check-and-write per study
+                conn.execute(
+                    select(studies_table.c.study_id)
+                    .where(studies_table.c.study_id == study_id)
+                    .with_for_update()
+                )
+            if unique:
+                clash = conn.execute(
+                    select(t.trial_id)
+                    .where(
+                        t.study_id == study_id,
+                        t.trial_id != trial_id,
+                        t.params_json == params_json,
+                    )
+                    .limit(1)
+                ).first()
+                if clash is not None:
+                    return False
+            values = {"params_json": params_json}
+            if user_attrs is not None:
+                values["user_attrs_json"] = _dumps(user_attrs)
+            conn.execute(trials_table.update().where(t.trial_id == trial_id).values(**values))
+            return True
+
+        return self._write(update)
 
     def claim_waiting_trial(self, study_id: int) -> TrialRecord | None:
         """Atomically move the oldest waiting (enqueued) trial to running and return it."""

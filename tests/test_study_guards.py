@@ -1,0 +1,53 @@
+"""Inputs that used to poison a study fail at the call that caused them, with nothing stored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import headstart as hs
+from headstart.storage import get_storage
+
+
+def _space() -> hs.SearchSpace:
+    return hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+
+
+@pytest.mark.parametrize("seed", [-1, 1.7, True, "3", 2**63])
+def test_bad_seed_is_refused_and_nothing_is_stored(seed):
+    store = get_storage(None)
+    with pytest.raises(hs.InvalidSettingError, match="seed must be an integer"):
+        hs.create_study("s", _space(), storage=store, seed=seed)
+    assert store.list_studies() == []
+
+
+def test_numpy_seed_is_accepted():
+    study = hs.create_study("s", _space(), storage=None, seed=np.int64(4))
+    assert study.settings["seed"] == 4 and study.ask().number == 0
+
+
+def test_name_longer_than_the_column_is_refused():
+    with pytest.raises(hs.InvalidSettingError, match="at most 512 characters"):
+        hs.create_study("n" * 513, _space(), storage=None)
+
+
+def test_a_range_wider_than_a_float_is_refused():
+    with pytest.raises(hs.SearchSpaceError, match="wider than a float"):
+        hs.Float(-1e308, 1e308)
+
+
+def test_resuming_with_another_method_is_refused_and_keeps_the_settings():
+    store = get_storage(None)
+    hs.create_study("m", _space(), storage=store, method="random", seed=1)
+    with pytest.raises(hs.DuplicatedStudyError, match="method='random'"):
+        hs.create_study("m", _space(), storage=store, method="gp")
+    assert hs.load_study("m", store).settings["method"] == "random"
+
+
+def test_refused_resume_stores_no_meta_data():
+    store = get_storage(None)
+    hs.create_study("t", hs.SearchSpace({"z": hs.Float(0.0, 1.0)}), storage=store, method="random")
+    source = hs.MetaTask("src", np.random.default_rng(0).random((6, 2)), np.arange(6.0))
+    with pytest.raises(hs.DuplicatedStudyError, match="different search space"):
+        hs.create_study("t", _space(), storage=store, method="scaml", transfer_from=[source])
+    assert store.clear_cache("meta-data") == 0
