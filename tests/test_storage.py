@@ -211,15 +211,30 @@ def test_version_1_storage_is_migrated_on_open(tmp_path):
     record = new_study(Storage(f"sqlite:///{path}"), "kept")
     with sqlite3.connect(path) as conn:  # make it a version-1 storage: no model_cache table
         conn.execute("DROP TABLE model_cache")
+        conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")  # added in version 3
         conn.execute("UPDATE headstart_version SET schema_version = 1")
     store = Storage(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT schema_version FROM headstart_version").fetchall() == [
             (SCHEMA_VERSION,)
         ]
-    assert SCHEMA_VERSION == 2 and store.get_study("kept") == record
+    assert SCHEMA_VERSION == 3 and store.get_study("kept") == record
     store.put_cache("k", "x", {"ok": True})
     assert Storage(f"sqlite:///{path}").get_cache("k") == {"ok": True}
+
+
+def test_version_2_storage_gains_heartbeats_on_open(tmp_path):
+    path = tmp_path / "v2.db"
+    record = new_study(Storage(f"sqlite:///{path}"), "kept")
+    Storage(f"sqlite:///{path}").create_trial(record.study_id, state="complete", params={}, value=1)
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")
+        conn.execute("UPDATE headstart_version SET schema_version = 2")
+    store = Storage(f"sqlite:///{path}")
+    (trial,) = store.get_trials(record.study_id)
+    assert trial.value == 1 and trial.heartbeat_at is None  # completed trials kept as they were
+    running = store.create_trial(record.study_id, state="running", params={}, heartbeat=True)
+    assert running.heartbeat_at is not None and store.record_heartbeat(running.trial_id)
 
 
 def test_bulk_reads_of_studies_and_trials():

@@ -49,6 +49,10 @@ class StudyConfig:
         prior_candidate_share: Share of screening candidates drawn from the belief.
         kernel: ``"matern"``, ``"auto"`` or a kernel expression.
         kernel_search: Options of ``kernel="auto"``.
+        heartbeat_interval: Seconds between a running trial's heartbeats (``None``: off).
+        grace_period: A running trial whose heartbeat is older than this is failed by the next
+            ``ask`` of any worker (default twice the interval).
+        reenqueue_stale: Enqueue a failed stale trial's configuration again, once.
     """
 
     method: str = "gp"
@@ -66,6 +70,9 @@ class StudyConfig:
     prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE
     kernel: str = "matern"
     kernel_search: dict | None = None
+    heartbeat_interval: float | None = None
+    grace_period: float | None = None
+    reenqueue_stale: bool = False
 
     def __post_init__(self) -> None:
         spec = get_method(self.method)
@@ -82,6 +89,18 @@ class StudyConfig:
         _check_bool("deterministic", self.deterministic)
         _check_bool("use_priors", self.use_priors)
         _check_bool("prior_design", self.prior_design)
+        _check_bool("reenqueue_stale", self.reenqueue_stale)
+        for label in ("heartbeat_interval", "grace_period"):
+            v = getattr(self, label)
+            if v is not None and (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not math.isfinite(v)
+                or v <= 0
+            ):
+                raise InvalidSettingError(f"{label} must be a number of seconds > 0; got {v!r}.")
+        if self.grace_period is not None and self.heartbeat_interval is None:
+            raise InvalidSettingError("grace_period needs heartbeat_interval (seconds) as well.")
         if self.acquisition is not None and self.acquisition not in ACQUISITIONS:
             raise InvalidSettingError(
                 f"acquisition must be one of {ACQUISITIONS}; got {self.acquisition!r}."
@@ -113,6 +132,13 @@ class StudyConfig:
                     "own model."
                 )
             KernelSearchSettings.from_mapping(self.kernel_search)
+
+    @property
+    def stale_after(self) -> float | None:
+        """Seconds without a heartbeat after which a running trial is failed (``None``: never)."""
+        if self.heartbeat_interval is None:
+            return None
+        return self.grace_period if self.grace_period is not None else 2 * self.heartbeat_interval
 
     @property
     def spec(self) -> MethodSpec:

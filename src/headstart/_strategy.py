@@ -59,6 +59,8 @@ class Strategy:
         meta_tasks: Earlier tasks (:class:`headstart._meta.MetaTask`) for transfer methods.
         cache: A model cache (:class:`~headstart._engine.protocols.ModelCache`) that keeps fitted
             meta-task GPs across studies.
+        state_key: Where in ``cache`` the surrogate's warm-start state is kept between
+            suggestions (``None``: not kept).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class Strategy:
         belief: UserBelief | None = None,
         meta_tasks: Sequence = (),
         cache=None,
+        state_key: str | None = None,
     ) -> None:
         spec = config.spec
         config = config.resolved(priors=pibo_active(belief, config.prior_strength))
@@ -87,6 +90,7 @@ class Strategy:
             )
         self.ucb_beta = config.ucb_beta if config.ucb_beta is not None else spec.ucb_beta
         self.cache = cache
+        self.state_key = state_key
         n_initial = config.n_initial
         if n_initial is None:
             n_initial = default_n_initial(space.dim, config.budget) if spec.initial_design else 0
@@ -121,11 +125,27 @@ class Strategy:
             )
             self._engine = BOEngine(
                 dims,
-                lambda: self.spec.build(context),
+                lambda: self._restored(self.spec.build(context)),
                 acquisition=self.acquisition,
                 ucb_beta=self.ucb_beta,
             )
         return self._engine
+
+    def _restored(self, surrogate):
+        """``surrogate`` with the warm-start state the study saved last (a resumed study then
+        suggests what a continuous run would)."""
+        if self.cache is not None and self.state_key is not None:
+            state = self.cache.get_cache(self.state_key)
+            if state:
+                surrogate.load_state(state)
+        return surrogate
+
+    def _save_state(self) -> None:
+        if self.cache is None or self.state_key is None or self._engine._surrogate is None:
+            return
+        state = self._engine.surrogate.state()
+        if state:
+            self.cache.put_cache(self.state_key, "surrogate-state", state)
 
     @property
     def kernel_expression(self) -> str | None:
@@ -229,4 +249,5 @@ class Strategy:
             pending=self._encode(pending) if len(pending) else None,
             liar=liar,
         )
+        self._save_state()
         return self.space.decode(x)[0]

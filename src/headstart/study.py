@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from headstart._config import DIRECTIONS, StudyConfig
+from headstart._heartbeat import Heartbeat
 from headstart._methods import get_method, transfer_method_names
 from headstart._strategy import Strategy
 from headstart.exceptions import (
@@ -108,7 +109,13 @@ class Study:
     """A named optimisation run. Create one with :func:`create_study` or :func:`load_study`."""
 
     def __init__(
-        self, storage: Storage, study_id: int, prior_density: JointDensity | None = None
+        self,
+        storage: Storage,
+        study_id: int,
+        prior_density: JointDensity | None = None,
+        *,
+        heartbeat_interval: float | None = None,
+        grace_period: float | None = None,
     ) -> None:
         self._storage = storage
         record = storage.get_study_by_id(study_id)
@@ -117,6 +124,13 @@ class Study:
         self.direction: str = record.direction
         self.space = SearchSpace.from_json(record.space)
         self.config = StudyConfig.from_json(record.settings)
+        if heartbeat_interval is not None or grace_period is not None:  # this process only
+            self.config = dataclasses.replace(
+                self.config,
+                heartbeat_interval=heartbeat_interval or self.config.heartbeat_interval,
+                grace_period=grace_period or self.config.grace_period,
+            )
+        self._heartbeats: dict[int, Heartbeat] = {}
         transfer = self.config.transfer
         if self.config.prior_density and prior_density is None:
             warnings.warn(
@@ -132,6 +146,8 @@ class Study:
             belief=self._belief,
             meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
             cache=storage,
+            # the creation time tells apart a study that reuses a deleted one's id
+            state_key=f"surrogate-state/{self._id}/{record.created_at.isoformat()}",
         )
 
     def __repr__(self) -> str:
@@ -180,18 +196,30 @@ class Study:
         trial's (one transaction); the suggestion is then redone with that trial as pending.
         """
         t0 = time.perf_counter()
+        beats = self.config.heartbeat_interval is not None
+        if beats:  # fail the trials of workers that stopped beating (their configs free again)
+            self._storage.fail_stale_trials(
+                self._id, self.config.stale_after, reenqueue=self.config.reenqueue_stale
+            )
         if self._storage.get_trials(self._id, states=[TrialState.WAITING]):
-            claimed = self._storage.claim_waiting_trial(self._id)  # atomic: one worker gets it
-            if claimed is not None:
-                return Trial._from_record(claimed)
+            claimed = self._storage.claim_waiting_trial(self._id, heartbeat=beats)
+            if claimed is not None:  # atomic: one worker gets it
+                return self._started(Trial._from_record(claimed))
         reserved = self._storage.create_trial(
-            self._id, state=TrialState.RUNNING, params={}, source="ask"
+            self._id, state=TrialState.RUNNING, params={}, source="ask", heartbeat=beats
         )
         try:
-            return self._fill(reserved, t0)
+            return self._started(self._fill(reserved, t0))
         except BaseException:
             self._storage.finish_trial(reserved.trial_id, state=TrialState.FAILED, value=None)
             raise
+
+    def _started(self, trial: Trial) -> Trial:
+        if self.config.heartbeat_interval is not None:
+            self._heartbeats[trial.trial_id] = Heartbeat(
+                self._storage, trial.trial_id, self.config.heartbeat_interval
+            )
+        return trial
 
     def _fill(self, reserved: TrialRecord, t0: float) -> Trial:
         refused: list[dict[str, Any]] = []  # taken by concurrent workers in the meantime
@@ -253,6 +281,9 @@ class Study:
             TrialAlreadyFinishedError: the trial was told before.
         """
         record = self._record_for(trial)
+        heartbeat = self._heartbeats.pop(record.trial_id, None)
+        if heartbeat is not None:
+            heartbeat.stop()
         if failed:
             if value is not None:
                 raise InvalidValueError("Pass either a value or failed=True, not both.")
@@ -571,6 +602,9 @@ def create_study(
     prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE,
     kernel: str = "matern",
     kernel_search: dict | None = None,
+    heartbeat_interval: float | None = None,
+    grace_period: float | None = None,
+    reenqueue_stale: bool = False,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -618,6 +652,11 @@ def create_study(
         kernel_search: Options of ``kernel="auto"``: ``every`` (10), ``budget`` (kernels scored
             per search, 20), ``space`` (``"se-rq"`` or ``"full"``), ``restarts`` (3),
             ``ea_steps`` (6).
+        heartbeat_interval: Seconds between heartbeats of each running trial (``None``: no
+            heartbeats). A trial whose worker stopped beating (``kill -9``, a lost machine) is
+            failed by the next ``ask`` of any worker once ``grace_period`` passed.
+        grace_period: Seconds without a heartbeat before that (default ``2 x interval``).
+        reenqueue_stale: Enqueue such a trial's configuration again, once.
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space or direction.
@@ -652,6 +691,9 @@ def create_study(
         prior_candidate_share=prior_candidate_share,
         kernel=kernel,
         kernel_search=kernel_search,
+        heartbeat_interval=heartbeat_interval,
+        grace_period=grace_period,
+        reenqueue_stale=reenqueue_stale,
     )
     belief = UserBelief(space, prior_density) if use_priors else None
     config = config.resolved(priors=pibo_active(belief, config.prior_strength))
@@ -694,6 +736,8 @@ def load_study(
     storage: str | Storage | None = DEFAULT_STORAGE_URL,
     *,
     prior_density: JointDensity | None = None,
+    heartbeat_interval: float | None = None,
+    grace_period: float | None = None,
 ) -> Study:
     """Open an existing study by name (raises :class:`UnknownStudyError` if there is none).
 
@@ -702,9 +746,17 @@ def load_study(
         storage: As in :func:`create_study`.
         prior_density: The joint belief the study was created with, if any (callables are not
             stored).
+        heartbeat_interval, grace_period: Override the stored heartbeat settings in this
+            process (see :func:`create_study`).
     """
     store = get_storage(storage)
-    return Study(store, store.get_study(name).study_id, prior_density)
+    return Study(
+        store,
+        store.get_study(name).study_id,
+        prior_density,
+        heartbeat_interval=heartbeat_interval,
+        grace_period=grace_period,
+    )
 
 
 def delete_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> None:

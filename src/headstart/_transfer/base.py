@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 class TransferSurrogate:
     """Base class: informative prior, no warm-start state, diagnostics from :meth:`report`."""
@@ -22,11 +24,20 @@ class TransferSurrogate:
         """Signal variance of the part not explained by the sources (``None``: not modelled)."""
         return None
 
+    _target_params: Any = None  # the test GP's last MAP fit (RGPE, StackGP): the warm start
+
     def state(self) -> dict[str, Any]:
-        return {}
+        """The test GP's last hyperparameters (raw form), so a resumed study warm-starts alike."""
+        if self._target_params is None:
+            return {}
+        return {"target": self._target_params.to_raw().tolist()}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        return None
+        raw = state.get("target")
+        if raw is not None:
+            from headstart._transfer.metafit import MetaGPParams
+
+            self._target_params = MetaGPParams.from_raw(np.asarray(raw, dtype=np.float64))
 
     def diagnostics(self) -> dict[str, Any]:
         """``{"weights": report(), "residual_variance": ...}`` of the last ``condition``."""

@@ -457,6 +457,33 @@ class MultiTaskGPSurrogate(TransferSurrogate):
         self.correlations = posterior.task_correlations()[1:]
         return posterior, z_t
 
+    def state(self) -> dict:
+        """The fitted model's ``state_dict`` as JSON (the warm start of the next fit).
+
+        Values are stored as ``float.hex`` strings: exact, and the constraint buffers' infinite
+        bounds survive JSON.
+        """
+        if self._state is None:
+            return {}
+        return {
+            name: {
+                "dtype": str(v.dtype).removeprefix("torch."),
+                "shape": list(v.shape),
+                "hex": [float(x).hex() for x in v.double().reshape(-1).tolist()],
+            }
+            for name, v in self._state.items()
+        }
+
+    def load_state(self, state: dict) -> None:
+        entries = {k: v for k, v in state.items() if isinstance(v, dict) and "hex" in v}
+        if entries:  # anything else is not a state this class wrote: ignored
+            self._state = {
+                name: torch.tensor([float.fromhex(x) for x in v["hex"]], dtype=torch.float64)
+                .reshape(v["shape"])
+                .to(getattr(torch, v["dtype"]))
+                for name, v in entries.items()
+            }
+
     def report(self) -> dict[str, float]:
         """Each source's task correlation with the test task (``B_0m / sqrt(B_00 B_mm)``)."""
         return {name: float(c) for name, c in zip(self.names, self.correlations, strict=True)}

@@ -562,12 +562,15 @@ class ScaML(TransferSurrogate):
 
     def state(self) -> dict:
         """The last MAP test hyperparameters and weights (warm start of the next fit)."""
-        return {} if self.params is None else {"params": self.params.to_raw().tolist()}
+        if self.params is None:
+            return {}
+        return {"params": self.params.to_raw().tolist(), "n_at_restart": self._n_at_restart}
 
     def load_state(self, state: dict) -> None:
         raw = np.asarray(state.get("params", []), dtype=np.float64)
         if len(raw) == len(ScaMLParams.initial(len(self.names), len(self.is_cat)).to_raw()):
             self.params = ScaMLParams.from_raw(raw, len(self.is_cat))
+            self._n_at_restart = int(state.get("n_at_restart", self._n_at_restart))
 
     def residual_variance(self) -> float:
         """Signal variance of the residual kernel ``k_t`` in raw units (``s_t * scale^2``)."""

@@ -59,3 +59,4 @@ class TrialRecord:
     created_at: datetime
     finished_at: datetime | None
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    heartbeat_at: datetime | None = None

@@ -4,7 +4,8 @@ r"""The SQL schema (SQLAlchemy Core). Bump :data:`SCHEMA_VERSION` whenever a tab
   is refused with :class:`~headstart.exceptions.StorageVersionError` instead of misread.
 * ``studies`` - name (unique), direction, search space and settings as JSON text, creation time.
 * ``trials`` - one row per trial; ``(study_id, number)`` is unique, so two writers can never
-  create the same trial number, whatever the backend.
+  create the same trial number, whatever the backend. ``heartbeat_at`` (added in version 3) is
+  the last sign of life of a running trial's worker, for studies with heartbeats.
 * ``model_cache`` - fitted meta-models as JSON, keyed by a hash of their meta-data and settings
   (added in version 2), so transfer models are fitted once per set of source studies.
 
@@ -32,7 +33,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -71,6 +72,7 @@ trials_table = Table(
     Column("user_attrs_json", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("finished_at", String(40), nullable=True),
+    Column("heartbeat_at", String(40), nullable=True),  # added in version 3
     UniqueConstraint("study_id", "number", name="uq_trial_number"),
     Index("ix_trials_study_state", "study_id", "state"),
 )
@@ -89,6 +91,10 @@ def _add_model_cache(conn: Connection) -> None:
     model_cache_table.create(conn, checkfirst=True)
 
 
+def _add_heartbeat(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE trials ADD COLUMN heartbeat_at VARCHAR(40)")
+
+
 #: ``MIGRATIONS[v]`` upgrades a version-``v`` storage to version ``v + 1`` inside the open
 #: transaction (DDL is transactional on SQLite and PostgreSQL, so a failed step leaves no trace).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_model_cache}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_model_cache, 2: _add_heartbeat}

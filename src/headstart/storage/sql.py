@@ -248,6 +248,7 @@ class Storage:
             created_at=_time(row.created_at),
             finished_at=_time(row.finished_at),
             user_attrs=json.loads(row.user_attrs_json),
+            heartbeat_at=_time(getattr(row, "heartbeat_at", None)),
         )
 
     def _names(self, conn: Connection) -> list[str]:
@@ -400,6 +401,7 @@ class Storage:
                 "user_attrs_json": _dumps(r.get("user_attrs") or {}),
                 "created_at": now,
                 "finished_at": now if state.is_finished else None,
+                "heartbeat_at": now if r.get("heartbeat") else None,
             }
             result = conn.execute(trials_table.insert().values(**values))
             trial_id = int(result.inserted_primary_key[0])
@@ -415,14 +417,20 @@ class Storage:
         value: float | None = None,
         source: str = "ask",
         user_attrs: dict[str, Any] | None = None,
+        heartbeat: bool = False,
     ) -> TrialRecord:
-        """Create one trial with the study's next number (one transaction)."""
+        """Create one trial with the study's next number (one transaction).
+
+        ``heartbeat=True`` stamps its first heartbeat (a running trial of a study with
+        heartbeats; see :meth:`record_heartbeat` and :meth:`fail_stale_trials`).
+        """
         row = {
             "state": state,
             "params": params,
             "value": value,
             "source": source,
             "user_attrs": user_attrs,
+            "heartbeat": heartbeat,
         }
         (record,) = self._write(lambda conn: self._insert_trials(conn, study_id, [row]))
         return record
@@ -480,7 +488,79 @@ class Storage:
 
         return self._write(update)
 
-    def claim_waiting_trial(self, study_id: int) -> TrialRecord | None:
+    def record_heartbeat(self, trial_id: int) -> bool:
+        """Stamp a running trial's heartbeat now; ``False`` when it is no longer running."""
+        t = trials_table.c
+
+        def beat(conn: Connection) -> bool:
+            updated = conn.execute(
+                trials_table.update()
+                .where(t.trial_id == trial_id, t.state == TrialState.RUNNING.value)
+                .values(heartbeat_at=_now())
+            )
+            return updated.rowcount == 1
+
+        return self._write(beat)
+
+    def fail_stale_trials(
+        self, study_id: int, grace_seconds: float, *, reenqueue: bool = False
+    ) -> list[TrialRecord]:
+        """Fail the running trials whose heartbeat is older than ``grace_seconds`` (atomically).
+
+        Their workers stopped (``kill -9``, a lost machine). Each is marked failed with
+        ``user_attrs["fail_reason"] = "heartbeat"``; with ``reenqueue`` its configuration is
+        enqueued again once (``user_attrs["retry_of"]`` = its number), unless it was itself a
+        retry. Trials without a heartbeat (studies without heartbeats) are never touched.
+
+        Returns:
+            The trials that were failed.
+        """
+        t = trials_table.c
+        cutoff = datetime.now(UTC).timestamp() - float(grace_seconds)
+
+        def sweep(conn: Connection) -> list[int]:
+            rows = conn.execute(
+                select(
+                    t.trial_id, t.heartbeat_at, t.params_json, t.user_attrs_json, t.number
+                ).where(
+                    t.study_id == study_id,
+                    t.state == TrialState.RUNNING.value,
+                    t.heartbeat_at.is_not(None),
+                )
+            ).all()
+            stale = [r for r in rows if _time(r.heartbeat_at).timestamp() < cutoff]
+            failed, retries = [], []
+            for r in stale:
+                attrs = {**json.loads(r.user_attrs_json), "fail_reason": "heartbeat"}
+                updated = conn.execute(
+                    trials_table.update()
+                    .where(t.trial_id == r.trial_id, t.state == TrialState.RUNNING.value)
+                    .values(
+                        state=TrialState.FAILED.value,
+                        finished_at=_now(),
+                        user_attrs_json=_dumps(attrs),
+                    )
+                )
+                if updated.rowcount != 1:
+                    continue
+                failed.append(r.trial_id)
+                params = json.loads(r.params_json)
+                if reenqueue and params and "retry_of" not in attrs:
+                    retries.append(
+                        {
+                            "state": TrialState.WAITING,
+                            "params": params,
+                            "source": "enqueue",
+                            "user_attrs": {"retry_of": r.number},
+                        }
+                    )
+            if retries:
+                self._insert_trials(conn, study_id, retries)
+            return failed
+
+        return [self.get_trial(trial_id) for trial_id in self._write(sweep)]
+
+    def claim_waiting_trial(self, study_id: int, *, heartbeat: bool = False) -> TrialRecord | None:
         """Atomically move the oldest waiting (enqueued) trial to running and return it."""
         t = trials_table.c
 
@@ -496,7 +576,7 @@ class Storage:
             updated = conn.execute(
                 trials_table.update()
                 .where(t.trial_id == trial_id, t.state == TrialState.WAITING.value)
-                .values(state=TrialState.RUNNING.value)
+                .values(state=TrialState.RUNNING.value, heartbeat_at=_now() if heartbeat else None)
             )
             return trial_id if updated.rowcount == 1 else None
 
