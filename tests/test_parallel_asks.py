@@ -131,3 +131,51 @@ def test_passwords_masked_in_repr_and_cli_on_postgres():
     out = CliRunner().invoke(app, ["studies", "show", study.name, "--storage", url])
     assert out.exit_code == 0 and "s3cret" not in out.stdout
     hs.delete_study(study.name, url)
+
+
+def _open(url: str, barrier) -> None:
+    from headstart.storage.sql import Storage
+
+    barrier.wait(timeout=120)
+    Storage(url)
+
+
+@pytest.mark.skipif(not PG_URL, reason="HEADSTART_TEST_POSTGRES_URL is not set")
+def test_many_processes_create_the_schema_of_a_fresh_database_at_once():
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    base = make_url(PG_URL)
+    db = f"fresh_{uuid.uuid4().hex[:8]}"
+    dsn = base.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {db}")
+    url = base.set(database=db).render_as_string(hide_password=False)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(8)
+    procs = [ctx.Process(target=_open, args=(url, barrier)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0] * 8  # no UniqueViolation on CREATE TABLE
+    hs.create_study("after", _space(), storage=url).ask()
+
+
+def test_opening_a_sqlite_storage_does_not_wait_for_a_busy_writer(tmp_path):
+    import sqlite3
+    import time
+
+    from headstart.storage.sql import Storage
+
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    hs.create_study("busy", _space(), storage=url)
+    holder = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process is inside a write transaction
+    try:
+        t0 = time.perf_counter()
+        study = hs.load_study("busy", Storage(url))
+        assert len(study.trials) == 0 and time.perf_counter() - t0 < 5.0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

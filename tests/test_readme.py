@@ -67,6 +67,9 @@ def test_cli_lines_run(tmp_path):
         "new.tell(new.ask(), 1.0)"
     )
     subprocess.run([sys.executable, "-c", transfer], check=True, cwd=tmp_path, env=env)
+    (tmp_path / "train.py").write_text(  # the worker line's objective (module:function)
+        "def objective(params):\n    return sum(v * v for v in params.values())\n"
+    )
     years = [1949 + i / 12 for i in range(48)]
     rows = [f"{t},{100 + 20 * (t - 1949) + 25 * math.sin(2 * math.pi * t)}" for t in years]
     (tmp_path / "airline.csv").write_text("year,passengers\n" + "\n".join(rows) + "\n")

@@ -8,6 +8,7 @@ Exit codes: 0 success, 1 a headstart error (one-line message), 2 a usage error.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -287,7 +288,65 @@ def studies_delete(
     if not yes and not typer.confirm(f"Delete study {name!r} and its {len(study.trials)} trials?"):
         raise typer.Exit(1)
     hs.delete_study(name, storage)
-    _console().print(f"Deleted study {name!r} from {storage}.")
+    _console().print(f"Deleted study {name!r} from {study.storage.url}.")  # password masked
+
+
+# --- worker -------------------------------------------------------------------------------------
+def _load_objective(spec: str):
+    """``module:function`` -> the function (the module is imported as Python would)."""
+    import importlib
+
+    from headstart.exceptions import InvalidSettingError
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise InvalidSettingError(
+            f"--objective must look like 'module:function' (e.g. 'train:objective'); got {spec!r}."
+        )
+    if os.getcwd() not in sys.path:  # console scripts do not put the working directory first
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise InvalidSettingError(
+            f"Cannot import {module_name!r} for --objective ({e}); run the worker from the "
+            "directory that holds it, or put it on PYTHONPATH."
+        ) from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise InvalidSettingError(f"{module_name!r} has no function {attr!r} for --objective.")
+    return func
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Option("--study", help="Name of the study to work on.")],
+    objective: Annotated[
+        str,
+        typer.Option(
+            help="The objective as module:function; it receives the configuration dict and "
+            "returns the value (the module is imported from the working directory)."
+        ),
+    ],
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+    n_trials: Annotated[int, typer.Option(min=1, help="Evaluations this worker runs.")] = 10,
+    timeout: Annotated[
+        float | None, typer.Option(help="Start no new trial after this many seconds.")
+    ] = None,
+) -> None:
+    """Run one worker loop (ask, evaluate, tell) on a shared study.
+
+    Start several, on one machine or many, against the same database (PostgreSQL for many
+    machines): each ask reserves its own trial, so workers never evaluate the same configuration,
+    and heartbeats (create_study(heartbeat_interval=...)) fail the trials of workers that die.
+    """
+    import headstart as hs
+
+    func = _load_objective(objective)
+    target = hs.load_study(study, storage)
+    target.optimize(func, n_trials, timeout=timeout, show_progress=sys.stderr.isatty())
+    done = [t for t in target.trials if t.state == "complete"]
+    _console().print(f"Worker finished: study {study!r} has {len(done)} completed trials.")
 
 
 # --- kernels ------------------------------------------------------------------------------------
@@ -399,3 +458,7 @@ def main() -> None:
             raise
         _console().print(f"[red]error:[/] {e}")
         sys.exit(1)
+
+
+if __name__ == "__main__":  # python -m headstart.cli
+    main()

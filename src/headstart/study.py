@@ -22,7 +22,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -301,6 +301,9 @@ class Study:
         func: Callable[[dict[str, Any]], float],
         n_trials: int,
         *,
+        timeout: float | None = None,
+        callbacks: Sequence[Callable[[Study, Trial], None]] = (),
+        n_workers: int = 1,
         show_progress: bool = True,
         catch: tuple[type[BaseException], ...] = (Exception,),
     ) -> Study:
@@ -313,37 +316,77 @@ class Study:
         Args:
             func: The objective; receives the configuration dict.
             n_trials: Number of evaluations to run now.
+            timeout: Start no new trial after this many seconds (trials in flight finish).
+            callbacks: Called as ``callback(study, trial)`` after each finished trial (in the
+                worker processes when ``n_workers > 1``).
+            n_workers: Local worker processes evaluating at once (``spawn``); they share the
+                study through its storage, which must be a file or a server, and ``func`` must
+                be a module-level function.
             show_progress: Show a rich progress bar (trials, best value) on stderr.
             catch: Exceptions recorded as failed trials instead of stopping the run.
         """
         if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 0:
             raise InvalidSettingError(f"n_trials must be a non-negative integer; got {n_trials!r}.")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise InvalidSettingError(f"timeout must be a number of seconds > 0; got {timeout!r}.")
+        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+            raise InvalidSettingError(f"n_workers must be an integer >= 1; got {n_workers!r}.")
+        if n_workers > 1:
+            from headstart._parallel import optimize_in_processes
+
+            optimize_in_processes(
+                self,
+                func,
+                n_trials,
+                n_workers=n_workers,
+                timeout=timeout,
+                catch=catch,
+                callbacks=callbacks,
+                show_progress=show_progress,
+                worker=_optimize_worker,
+            )
+            return self
         from headstart._progress import TrialProgress
 
+        deadline = None if timeout is None else time.monotonic() + timeout
         with TrialProgress(n_trials, self, enabled=show_progress) as progress:
             for _ in range(n_trials):
-                trial = self.ask()
-                value = None
-                try:
-                    result = func(trial.params)
-                    value = check_value(result)
-                except catch as e:
-                    self.tell(trial, failed=True)
-                    warnings.warn(
-                        f"Trial {trial.number} failed: {e!r}", HeadstartWarning, stacklevel=2
-                    )
-                except BaseException:
-                    self.tell(trial, failed=True)
-                    raise
-                else:
-                    self.tell(trial, value)
-                progress.advance(value, trial.user_attrs.get("seconds_suggest"))
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                trial = self._evaluate(func, catch)
+                for callback in callbacks:
+                    callback(self, trial)
+                progress.advance(trial.value, trial.user_attrs.get("seconds_suggest"))
         return self
 
+    def _evaluate(
+        self, func: Callable[[dict[str, Any]], float], catch: tuple[type[BaseException], ...]
+    ) -> Trial:
+        trial = self.ask()
+        try:
+            value = check_value(func(trial.params))
+        except catch as e:
+            warnings.warn(f"Trial {trial.number} failed: {e!r}", HeadstartWarning, stacklevel=3)
+            return self.tell(trial, failed=True)
+        except BaseException:
+            self.tell(trial, failed=True)
+            raise
+        return self.tell(trial, value)
+
     # --- user-provided configurations ------------------------------------------------------------
-    def enqueue(self, params: Mapping[str, Any]) -> Trial:
-        """Schedule a configuration of your choice; the next :meth:`ask` returns it."""
+    def enqueue(self, params: Mapping[str, Any], *, skip_if_exists: bool = False) -> Trial:
+        """Schedule a configuration of your choice; the next :meth:`ask` returns it.
+
+        With ``skip_if_exists``, a configuration some trial already has (enqueued, running,
+        complete or failed) is not enqueued again; that trial is returned instead.
+        """
         params = self.space.validate(params)
+        if skip_if_exists:
+            for record in self._storage.get_trials(self._id):
+                if record.params == params:
+                    return Trial._from_record(record)
         record = self._storage.create_trial(
             self._id, state=TrialState.WAITING, params=params, source="enqueue"
         )
@@ -520,6 +563,22 @@ class Study:
         columns += [f"params_{k}" for k in self.space]
         columns += ["datetime_start", "datetime_complete", "seconds_suggest"]
         return pd.DataFrame(rows, columns=columns)
+
+
+def _optimize_worker(
+    url: str,
+    name: str,
+    func: Callable,
+    n_trials: int,
+    timeout: float | None,
+    catch: tuple,
+    callbacks: Sequence[Callable],
+) -> int:
+    """One worker process of ``optimize(n_workers=k)``: load the study, run its share."""
+    load_study(name, url).optimize(
+        func, n_trials, timeout=timeout, callbacks=callbacks, catch=catch, show_progress=False
+    )
+    return n_trials
 
 
 def _rows_from(trials: Any, names: list[str]) -> list[tuple[Mapping, Any]]:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -47,6 +47,8 @@ from headstart.storage.schema import (
 T = TypeVar("T")
 MEMORY_URL = "sqlite:///:memory:"
 _WRITE_RETRIES = 20
+_READ_RETRIES = 6  # dropped connections: 0.1 s, 0.2 s ... 3.1 s in all
+_SCHEMA_LOCK_KEY = 0x48535452  # pg_advisory_xact_lock key of schema creation ('HSTR')
 
 
 def _now() -> str:
@@ -82,8 +84,29 @@ def _scrub(text: str, url: str) -> str:
     return text.replace(str(password), "***") if password else text
 
 
-def _make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, FULL sync, a busy timeout and BEGIN IMMEDIATE."""
+def _is_disconnect(error: Exception) -> bool:
+    """Whether ``error`` is a lost or refused connection (worth a retry after a short wait)."""
+    if getattr(error, "connection_invalidated", False):
+        return True
+    text = str(error).lower()
+    return any(
+        key in text
+        for key in (
+            "server closed the connection",
+            "adminshutdown",
+            "terminating connection",
+            "connection refused",
+            "could not connect",
+            "connection is closed",
+        )
+    )
+
+
+def _make_engine(url: str, engine_kwargs: dict[str, Any] | None = None) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, FULL sync, a busy timeout and BEGIN IMMEDIATE;
+    server databases check each pooled connection before use (``pool_pre_ping``), so a restarted
+    server costs a reconnect instead of an error. ``engine_kwargs`` go to ``create_engine`` last.
+    """
     is_sqlite = url.startswith("sqlite")
     memory = url in ("sqlite://", MEMORY_URL)
     kwargs: dict[str, Any] = {}
@@ -91,7 +114,9 @@ def _make_engine(url: str) -> Engine:
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     elif is_sqlite:
         kwargs = {"connect_args": {"timeout": 60.0, "check_same_thread": False}}
-    engine = create_engine(url, **kwargs)
+    else:
+        kwargs = {"pool_pre_ping": True}
+    engine = create_engine(url, **{**kwargs, **(engine_kwargs or {})})
     if is_sqlite:
 
         @event.listens_for(engine, "connect")
@@ -136,14 +161,15 @@ class Storage:
     Args:
         url: A SQLAlchemy URL, e.g. ``sqlite:///headstart.db`` or
             ``postgresql+psycopg://user:pw@host/db``; ``sqlite:///:memory:`` for a throw-away store.
+        engine_kwargs: Extra ``sqlalchemy.create_engine`` options (pool size, timeouts...).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, engine_kwargs: dict[str, Any] | None = None) -> None:
         self._raw_url = url
         self.url = mask_password(url)
         """The URL with its password masked: what messages, ``repr`` and the CLI show."""
         try:
-            self._engine = _make_engine(url)
+            self._engine = _make_engine(url, engine_kwargs)
             self._writer = self._engine.execution_options(headstart_begin="IMMEDIATE")
             self._init_schema()
         except StorageError:
@@ -169,9 +195,27 @@ class Storage:
 
     # --- plumbing --------------------------------------------------------------------------------
     def _init_schema(self) -> None:
-        """Create the tables of a new storage, or migrate an older one, in one transaction."""
+        """Create the tables of a new storage, or migrate an older one, in one transaction.
+
+        A storage already at :data:`SCHEMA_VERSION` is only *read* (opening it never takes
+        SQLite's write lock, so it does not wait behind a busy writer). On PostgreSQL a
+        transaction-level advisory lock serializes the creation, so many processes opening a
+        fresh database at once do not race on ``CREATE TABLE``.
+        """
+
+        def current(conn: Connection) -> bool:
+            if not inspect(conn).has_table(version_table.name):
+                return False
+            found = conn.execute(select(version_table.c.schema_version)).scalars().all()
+            return found == [SCHEMA_VERSION]
+
+        with self._engine.connect() as conn:
+            if current(conn):
+                return
 
         def init(conn: Connection) -> None:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
             version_table.create(conn, checkfirst=True)
             # FOR UPDATE: a second process opening an old PostgreSQL storage waits for the first
             # one's migration instead of running it twice (SQLite's BEGIN IMMEDIATE does the same).
@@ -208,7 +252,8 @@ class Storage:
                     raise
                 last: Exception = e
             except OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
+                transient = "locked" in str(e) or "busy" in str(e) or _is_disconnect(e)
+                if not transient:
                     raise StorageError(f"Writing to {self.url!r} failed: {self._scrub(e)}") from e
                 last = e
             time.sleep(min(0.01 * 2**attempt, 1.0))
@@ -218,11 +263,17 @@ class Storage:
         )
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
-        try:
-            with self._engine.begin() as conn:
-                return fn(conn)
-        except SQLAlchemyError as e:
-            raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
+        for attempt in range(_READ_RETRIES):
+            try:
+                with self._engine.begin() as conn:
+                    return fn(conn)
+            except OperationalError as e:  # a dropped connection (server restart): retry
+                if not _is_disconnect(e) or attempt == _READ_RETRIES - 1:
+                    raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
+                time.sleep(min(0.1 * 2**attempt, 2.0))
+            except SQLAlchemyError as e:
+                raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _study(row: Any) -> StudyRecord:

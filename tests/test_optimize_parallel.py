@@ -1,0 +1,101 @@
+"""``optimize`` options: local worker processes, timeout, callbacks; ``enqueue(skip_if_exists)``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import headstart as hs
+
+
+def _space() -> hs.SearchSpace:
+    return hs.SearchSpace({"x": hs.Float(0.0, 1.0), "c": hs.Categorical(["a", "b"])})
+
+
+def objective(params: dict) -> float:  # module level: picklable for worker processes
+    return (params["x"] - 0.3) ** 2 + (params["c"] == "b")
+
+
+def exploding(params: dict) -> float:
+    raise KeyboardInterrupt("stop everything")
+
+
+def test_two_worker_processes_share_the_study(tmp_path):
+    url = f"sqlite:///{tmp_path / 'par.db'}"
+    study = hs.create_study("par", _space(), storage=url, method="gp", seed=0, n_initial=3)
+    study.optimize(objective, 10, n_workers=2, show_progress=False)
+    trials = study.trials
+    assert len(trials) == 10 and all(t.state == "complete" for t in trials)
+    assert len({json.dumps(t.params, sort_keys=True) for t in trials}) == 10
+
+
+def test_parallel_refuses_what_cannot_run_in_processes(tmp_path):
+    with pytest.raises(hs.InvalidSettingError, match="in memory"):
+        hs.create_study("m", _space(), storage=None).optimize(objective, 2, n_workers=2)
+    study = hs.create_study("p", _space(), storage=f"sqlite:///{tmp_path / 'p.db'}")
+    with pytest.raises(hs.InvalidSettingError, match="module-level function"):
+        study.optimize(lambda p: p["x"], 2, n_workers=2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(hs.InvalidSettingError, match="n_workers"):
+            study.optimize(objective, 2, n_workers=bad)
+    assert study.trials == []  # nothing started
+
+
+def test_a_worker_error_that_is_not_caught_stops_the_run(tmp_path):
+    study = hs.create_study("boom", _space(), storage=f"sqlite:///{tmp_path / 'b.db'}")
+    with pytest.raises(KeyboardInterrupt):
+        study.optimize(exploding, 4, n_workers=2, show_progress=False)
+    assert all(t.state == "failed" for t in study.trials)  # told failed, never left running
+
+
+def test_timeout_and_callbacks():
+    study = hs.create_study("t", _space(), storage=None, method="random", seed=0)
+    seen = []
+
+    def slow(params):
+        time.sleep(0.05)
+        return objective(params)
+
+    study.optimize(
+        slow, 1000, timeout=0.3, callbacks=[lambda s, t: seen.append(t.number)], show_progress=False
+    )
+    assert 2 <= len(study.trials) < 50 and seen == [t.number for t in study.trials]
+    with pytest.raises(hs.InvalidSettingError, match="timeout"):
+        study.optimize(slow, 1, timeout=0)
+
+
+def test_enqueue_skip_if_exists():
+    study = hs.create_study("e", _space(), storage=None, method="random", seed=0)
+    first = study.enqueue({"x": 0.5, "c": "a"})
+    again = study.enqueue({"x": 0.5, "c": "a"}, skip_if_exists=True)
+    assert again.number == first.number and len(study.trials) == 1
+    study.enqueue({"x": 0.5, "c": "a"})  # without the flag it is enqueued again
+    assert len(study.trials) == 2
+
+
+def test_worker_command_runs_a_loop_on_a_shared_study(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    (tmp_path / "myobjective.py").write_text(
+        "def objective(p):\n    return (p['x'] - 0.3) ** 2 + (p['c'] == 'b')\n"
+    )
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    hs.create_study("shared", _space(), storage=url, method="random", seed=0)
+    cmd = [sys.executable, "-m", "headstart.cli", "worker", "--study", "shared"]
+    cmd += ["--objective", "myobjective:objective", "--storage", url, "--n-trials", "3"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True) for _ in "ab"]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    trials = hs.load_study("shared", url).trials
+    assert len(trials) == 6 and all(t.state == "complete" for t in trials)
+    bad = subprocess.run(
+        [x if x != "myobjective:objective" else "nosuchmodule:f" for x in cmd],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1 and "Cannot import 'nosuchmodule'" in bad.stderr
