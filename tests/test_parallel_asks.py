@@ -179,3 +179,49 @@ def test_opening_a_sqlite_storage_does_not_wait_for_a_busy_writer(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+@pytest.mark.parametrize("method", ["random", "gp", "scaml"])
+def test_a_batch_is_distinct_and_every_method_supports_it(method):
+    import numpy as np
+
+    space = _space()
+    settings = {"n_initial": 3} if method == "gp" else {}
+    if method == "scaml":
+        rng = np.random.default_rng(0)
+        X = rng.random((8, space.dim))
+        settings = {"transfer_from": [hs.MetaTask("src", X, X[:, 0] ** 2)]}
+    study = hs.create_study(f"batch-{method}", space, storage=None, method=method, **settings)
+    for _ in range(4):
+        trial = study.ask()
+        study.tell(trial, trial.params["x"] ** 2)
+    batch = study.ask(n=4)
+    assert len(batch) == 4 and all(t.state == "running" for t in batch)
+    assert len({json.dumps(t.params, sort_keys=True) for t in batch}) == 4
+    for trial in batch:
+        study.tell(trial, trial.params["x"] ** 2)
+    with pytest.raises(hs.InvalidSettingError, match="batch size"):
+        study.ask(n=0)
+
+
+def test_trial_cache_reads_only_changes_and_misses_none():
+    from headstart._trial_cache import TrialCache
+    from headstart.storage import get_storage
+
+    store = get_storage(None)
+    study = hs.create_study("cache", _space(), storage=store, method="random", seed=0)
+    trials = [study.ask() for _ in range(3)]
+    study.tell(trials[0], 1.0)
+    cache = TrialCache(store, study._id)
+    finished, unfinished = cache.refresh()
+    assert [r.number for r in finished] == [0] and [r.number for r in unfinished] == [1, 2]
+    other = hs.load_study("cache", store)  # another worker finishes one and adds one
+    other.tell(trials[2].number, 2.0)
+    other.enqueue({"x": 0.5, "n": 3, "c": "a"})
+    finished, unfinished = cache.refresh()
+    assert [r.number for r in finished] == [0, 2] and [r.number for r in unfinished] == [1, 3]
+    everything = sorted([*finished, *unfinished], key=lambda r: r.number)
+    assert [(r.number, r.state) for r in everything] == [
+        (r.number, r.state) for r in store.get_trials(study._id)
+    ]
+    assert len(cache.finished_keys) == 2

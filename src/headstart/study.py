@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from headstart._config import DIRECTIONS, StudyConfig
 from headstart._heartbeat import Heartbeat
 from headstart._methods import get_method, transfer_method_names
 from headstart._strategy import Strategy
+from headstart._trial_cache import TrialCache, params_key
 from headstart.exceptions import (
     DuplicatedStudyError,
     HeadstartWarning,
@@ -131,6 +132,7 @@ class Study:
                 grace_period=grace_period or self.config.grace_period,
             )
         self._heartbeats: dict[int, Heartbeat] = {}
+        self._trial_cache = TrialCache(storage, self._id)
         transfer = self.config.transfer
         if self.config.prior_density and prior_density is None:
             warnings.warn(
@@ -185,8 +187,14 @@ class Study:
     def _to_max(self, value: float) -> float:
         return -value if self.direction == "minimize" else value
 
-    def ask(self) -> Trial:
-        """Create a running trial with the next configuration to evaluate.
+    @overload
+    def ask(self) -> Trial: ...
+
+    @overload
+    def ask(self, n: int) -> list[Trial]: ...
+
+    def ask(self, n: int | None = None) -> Trial | list[Trial]:
+        """Create a running trial with the next configuration to evaluate (``n`` of them).
 
         Enqueued configurations come first (oldest first); then the initial design; then the
         model's suggestion. The trial's row is *reserved* first (its number assigned by the
@@ -194,14 +202,28 @@ class Study:
         other running trial, so workers asking at the same moment get different design points
         and random draws. Filling in the configuration refuses an exact duplicate of another
         trial's (one transaction); the suggestion is then redone with that trial as pending.
+
+        Args:
+            n: Return a batch of ``n`` distinct configurations to evaluate at once (a list).
+                They are chosen greedily: each sees the ones before it as pending at the worst
+                value observed (the constant liar, Ginsbourger et al. 2010), with every method,
+                transfer and piBO included.
         """
+        if n is None:
+            return self._ask_one()
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidSettingError(f"n must be an integer >= 1 (a batch size); got {n!r}.")
+        return [self._ask_one() for _ in range(n)]
+
+    def _ask_one(self) -> Trial:
         t0 = time.perf_counter()
         beats = self.config.heartbeat_interval is not None
         if beats:  # fail the trials of workers that stopped beating (their configs free again)
             self._storage.fail_stale_trials(
                 self._id, self.config.stale_after, reenqueue=self.config.reenqueue_stale
             )
-        if self._storage.get_trials(self._id, states=[TrialState.WAITING]):
+        _, unfinished = self._trial_cache.refresh()
+        if any(r.state == TrialState.WAITING for r in unfinished):
             claimed = self._storage.claim_waiting_trial(self._id, heartbeat=beats)
             if claimed is not None:  # atomic: one worker gets it
                 return self._started(Trial._from_record(claimed))
@@ -224,16 +246,23 @@ class Study:
     def _fill(self, reserved: TrialRecord, t0: float) -> Trial:
         refused: list[dict[str, Any]] = []  # taken by concurrent workers in the meantime
         for attempt in range(_DUPLICATE_RETRIES + 1):
-            records = [r for r in self._storage.get_trials(self._id) if r.params]  # not reserved
-            done = [r for r in records if r.state == TrialState.COMPLETE]
+            finished, unfinished = self._trial_cache.refresh()
+            done = [] if not self._strategy.spec.model_based else finished  # random needs none
+            done = [r for r in done if r.state == TrialState.COMPLETE and r.params]
+            running = [r.params for r in unfinished if r.state == TrialState.RUNNING and r.params]
+            design_index = 0
+            if len(done) < self._strategy.n_initial:  # the Sobol index of this trial
+                design_index = sum(
+                    1
+                    for r in (*finished, *unfinished)
+                    if r.params and r.source == "ask" and r.number < reserved.number
+                )
             params = self._strategy.suggest(
                 [r.params for r in done],
                 [self._to_max(r.value) for r in done],
-                design_index=sum(
-                    1 for r in records if r.source == "ask" and r.number < reserved.number
-                ),
+                design_index=design_index,
                 trial_number=reserved.number,
-                pending=[r.params for r in records if r.state == TrialState.RUNNING] + refused,
+                pending=running + refused,
                 retry=attempt,
             )
             params = self.space.validate(params)
@@ -241,8 +270,15 @@ class Study:
             if self._strategy.kernel_expression is not None:
                 attrs["kernel"] = self._strategy.kernel_expression
             unique = attempt < _DUPLICATE_RETRIES  # a tiny space may hold no unseen point
-            if self._storage.set_trial_params(
-                reserved.trial_id, params, user_attrs=attrs, unique=unique
+            key = params_key(params)
+            seen = key in self._trial_cache.finished_keys or key in map(params_key, running)
+            if not (unique and seen) and self._storage.set_trial_params(
+                reserved.trial_id,
+                params,
+                user_attrs=attrs,
+                unique=unique,
+                after_number=self._trial_cache.max_number,
+                recheck_ids=[r.trial_id for r in unfinished],  # may have got params since
             ):
                 return Trial._from_record(self._storage.get_trial(reserved.trial_id))
             refused.append(params)

@@ -498,6 +498,8 @@ class Storage:
         *,
         user_attrs: dict[str, Any] | None = None,
         unique: bool = True,
+        after_number: int = -1,
+        recheck_ids: Sequence[int] = (),
     ) -> bool:
         """Fill in the configuration of a reserved (running, empty) trial, atomically.
 
@@ -505,6 +507,9 @@ class Storage:
         when another trial of the study already has exactly these parameters: two workers whose
         suggestions coincided then never both evaluate it. The check and the write are one
         transaction, serialized per study (SQLite's write lock; a row lock on PostgreSQL).
+        ``after_number`` limits the check to trials numbered above it, the trials in
+        ``recheck_ids`` and unfinished ones: the caller has compared the other trials, finished
+        when it last read them (they never change), itself.
         """
         t = trials_table.c
         params_json = _dumps(params)
@@ -520,17 +525,18 @@ class Storage:
                     .with_for_update()
                 )
             if unique:
-                clash = conn.execute(
-                    select(t.trial_id)
-                    .where(
-                        t.study_id == study_id,
-                        t.trial_id != trial_id,
-                        t.params_json == params_json,
-                    )
-                    .limit(1)
-                ).first()
-                if clash is not None:
-                    return False
+                same = (
+                    t.study_id == study_id,
+                    t.trial_id != trial_id,
+                    t.params_json == params_json,
+                )
+                unfinished = [TrialState.RUNNING.value, TrialState.WAITING.value]
+                checks = [t.number > after_number, t.state.in_(unfinished)]  # all indexed
+                if recheck_ids:
+                    checks.append(t.trial_id.in_(list(recheck_ids)))
+                for where in checks:
+                    if conn.execute(select(t.trial_id).where(*same, where).limit(1)).first():
+                        return False
             values = {"params_json": params_json}
             if user_attrs is not None:
                 values["user_attrs_json"] = _dumps(user_attrs)
@@ -688,6 +694,26 @@ class Storage:
             query = query.where(trials_table.c.state.in_([TrialState(s).value for s in states]))
         query = query.order_by(trials_table.c.number)
         return self._read(lambda conn: [self._trial(r) for r in conn.execute(query)])
+
+    def get_trials_changed(
+        self, study_id: int, after_number: int, trial_ids: Sequence[int] = ()
+    ) -> list[TrialRecord]:
+        """Trials numbered above ``after_number``, plus those in ``trial_ids``, by number.
+
+        A reader that keeps the finished trials it has seen asks only for what may have changed:
+        new trials and the ones it saw unfinished. Numbers become visible in order (each is the
+        committed maximum plus one), so nothing numbered below ``after_number`` appears later.
+        """
+        t = trials_table.c
+        new = select(trials_table).where(t.study_id == study_id, t.number > after_number)
+        known = select(trials_table).where(t.trial_id.in_(list(trial_ids)))  # primary key
+
+        def read(conn: Connection) -> list[TrialRecord]:  # two indexed queries, one snapshot
+            rows = {r.trial_id: r for r in conn.execute(known)} if trial_ids else {}
+            rows.update({r.trial_id: r for r in conn.execute(new)})
+            return sorted((self._trial(r) for r in rows.values()), key=lambda r: r.number)
+
+        return self._read(read)
 
     def get_trials_of_studies(
         self, study_ids: Sequence[int], states: Sequence[TrialState] | None = None
