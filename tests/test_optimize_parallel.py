@@ -99,3 +99,33 @@ def test_worker_command_runs_a_loop_on_a_shared_study(tmp_path, monkeypatch):
         text=True,
     )
     assert bad.returncode == 1 and "Cannot import 'nosuchmodule'" in bad.stderr
+
+
+def failing(params: dict) -> float:
+    raise ValueError(f"bad x {params['x']:.3f}")
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_a_failing_evaluation_stores_its_traceback(tmp_path, n_workers):
+    study = hs.create_study("f", _space(), storage=f"sqlite:///{tmp_path / 'f.db'}", seed=0)
+    with pytest.warns(hs.HeadstartWarning, match="bad x") if n_workers == 1 else _nothing():
+        study.optimize(failing, 2, n_workers=n_workers, show_progress=False)
+    for trial in study.trials:
+        assert trial.state == "failed" and trial.user_attrs["fail_reason"] == "exception"
+        assert "ValueError: bad x" in trial.user_attrs["traceback"]
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_a_bad_value_keeps_the_trial_running_and_beating():
+    study = hs.create_study("v", _space(), storage=None, seed=0, heartbeat_interval=0.1)
+    trial = study.ask()
+    with pytest.raises(hs.InvalidValueError):
+        study.tell(trial, float("nan"))
+    assert trial.trial_id in study._heartbeats  # still beating: nothing changed
+    study.tell(trial, 1.0)
+    assert study._heartbeats == {}

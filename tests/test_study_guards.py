@@ -51,3 +51,18 @@ def test_refused_resume_stores_no_meta_data():
     with pytest.raises(hs.DuplicatedStudyError, match="different search space"):
         hs.create_study("t", _space(), storage=store, method="scaml", transfer_from=[source])
     assert store.clear_cache("meta-data") == 0
+
+
+@pytest.mark.parametrize("method", ["gp", "random"])
+def test_a_huge_integer_range_is_searched_without_enumerating_it(method):
+    space = hs.SearchSpace({"n": hs.Int(0, 10**9), "x": hs.Float(0.0, 1.0)})
+    study = hs.create_study("wide", space, storage=None, method=method, seed=0, n_initial=3)
+    for _ in range(6):
+        trial = study.ask()
+        assert isinstance(trial.params["n"], int) and 0 <= trial.params["n"] <= 10**9
+        study.tell(trial, abs(trial.params["n"] - 3 * 10**8) / 1e9 + trial.params["x"])
+    log_space = hs.SearchSpace({"n": hs.Int(1, 10**12, log=True)})
+    study = hs.create_study("wide-log", log_space, storage=None, seed=0, n_initial=2)
+    for _ in range(3):
+        trial = study.ask()
+        study.tell(trial, float(np.log(trial.params["n"])))

@@ -36,6 +36,8 @@ from headstart.priors import (
 
 Scalar = str | int | float | bool | None
 
+MAX_INTEGER_GRID = 1 << 16  # Int columns with more values are searched as continuous
+
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
@@ -429,6 +431,10 @@ class SearchSpace(Mapping[str, Param]):
         for n in self._free:
             p = self._params[n]
             if isinstance(p, Float):
+                cols.append(Column(n, "continuous", None))
+            elif isinstance(p, Int) and p.high - p.low + 1 > MAX_INTEGER_GRID:
+                # too many values to enumerate (Int(0, 10**9) would take gigabytes): searched as
+                # a continuous column; decoding rounds to the nearest integer
                 cols.append(Column(n, "continuous", None))
             elif isinstance(p, Int):
                 cols.append(Column(n, "integer", p.grid()))

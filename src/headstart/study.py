@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import math
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -316,20 +317,27 @@ class Study:
             UnknownTrialError: the trial does not belong to this study.
             TrialAlreadyFinishedError: the trial was told before.
         """
+        return self._tell(trial, value, failed=failed)
+
+    def _tell(
+        self,
+        trial: Trial | int,
+        value: Any = None,
+        *,
+        failed: bool = False,
+        user_attrs: dict[str, Any] | None = None,
+    ) -> Trial:
         record = self._record_for(trial)
+        if failed and value is not None:
+            raise InvalidValueError("Pass either a value or failed=True, not both.")
+        state = TrialState.FAILED if failed else TrialState.COMPLETE
+        checked = None if failed else check_value(value)  # a bad value changes nothing
         heartbeat = self._heartbeats.pop(record.trial_id, None)
         if heartbeat is not None:
             heartbeat.stop()
-        if failed:
-            if value is not None:
-                raise InvalidValueError("Pass either a value or failed=True, not both.")
-            finished = self._storage.finish_trial(
-                record.trial_id, state=TrialState.FAILED, value=None
-            )
-        else:
-            finished = self._storage.finish_trial(
-                record.trial_id, state=TrialState.COMPLETE, value=check_value(value)
-            )
+        finished = self._storage.finish_trial(
+            record.trial_id, state=state, value=checked, user_attrs=user_attrs
+        )
         return Trial._from_record(finished)
 
     def optimize(
@@ -405,9 +413,9 @@ class Study:
             value = check_value(func(trial.params))
         except catch as e:
             warnings.warn(f"Trial {trial.number} failed: {e!r}", HeadstartWarning, stacklevel=3)
-            return self.tell(trial, failed=True)
-        except BaseException:
-            self.tell(trial, failed=True)
+            return self._tell(trial, failed=True, user_attrs=_failure(e))
+        except BaseException as e:
+            self._tell(trial, failed=True, user_attrs=_failure(e))
             raise
         return self.tell(trial, value)
 
@@ -599,6 +607,12 @@ class Study:
         columns += [f"params_{k}" for k in self.space]
         columns += ["datetime_start", "datetime_complete", "seconds_suggest"]
         return pd.DataFrame(rows, columns=columns)
+
+
+def _failure(error: BaseException) -> dict[str, str]:
+    """What a failed evaluation stores: the error and its traceback (as text)."""
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return {"fail_reason": "exception", "error": repr(error), "traceback": trace[-8000:]}
 
 
 def _optimize_worker(

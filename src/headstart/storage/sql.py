@@ -640,8 +640,17 @@ class Storage:
         trial_id = self._write(claim)
         return None if trial_id is None else self.get_trial(trial_id)
 
-    def finish_trial(self, trial_id: int, *, state: TrialState, value: float | None) -> TrialRecord:
+    def finish_trial(
+        self,
+        trial_id: int,
+        *,
+        state: TrialState,
+        value: float | None,
+        user_attrs: dict[str, Any] | None = None,
+    ) -> TrialRecord:
         """Mark a running (or waiting) trial complete or failed, atomically.
+
+        ``user_attrs`` are merged into the trial's (for example a failed evaluation's traceback).
 
         Raises:
             UnknownTrialError: no such trial.
@@ -651,13 +660,17 @@ class Storage:
         t = trials_table.c
 
         def finish(conn: Connection) -> None:
+            values: dict[str, Any] = {"state": state.value, "value": value, "finished_at": _now()}
+            if user_attrs:
+                old = conn.execute(select(t.user_attrs_json).where(t.trial_id == trial_id)).scalar()
+                values["user_attrs_json"] = _dumps({**json.loads(old or "{}"), **user_attrs})
             updated = conn.execute(
                 trials_table.update()
                 .where(
                     t.trial_id == trial_id,
                     t.state.in_([TrialState.RUNNING.value, TrialState.WAITING.value]),
                 )
-                .values(state=state.value, value=value, finished_at=_now())
+                .values(**values)
             )
             if updated.rowcount == 1:
                 return
