@@ -99,3 +99,16 @@ def test_kill_9_mid_trial_is_detected(tmp_path, backend):
     assert study.trials[number].user_attrs["fail_reason"] == "heartbeat"
     study.tell(trial, 0.1)
     hs.delete_study(name, url)
+
+
+def test_an_in_memory_study_survives_busy_heartbeat_threads():
+    study = hs.create_study(
+        "busy", _space(), storage=None, method="random", seed=0, heartbeat_interval=0.002
+    )
+    trials = [study.ask() for _ in range(5)]  # five threads beating every 2 ms
+    for _ in range(40):
+        trial = study.ask()
+        study.tell(trial, trial.params["x"])
+    for trial in trials:
+        study.tell(trial, 0.0)
+    assert [t.state for t in study.trials] == ["complete"] * 45

@@ -14,7 +14,9 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -171,6 +173,10 @@ class Storage:
         try:
             self._engine = _make_engine(url, engine_kwargs)
             self._writer = self._engine.execution_options(headstart_begin="IMMEDIATE")
+            # An in-memory database is one shared connection: transactions from several threads
+            # (heartbeats) must not interleave on it, so they take turns.
+            memory = url in (MEMORY_URL, "sqlite://")
+            self._turn = threading.RLock() if memory else contextlib.nullcontext()
             self._init_schema()
         except StorageError:
             raise
@@ -209,7 +215,7 @@ class Storage:
             found = conn.execute(select(version_table.c.schema_version)).scalars().all()
             return found == [SCHEMA_VERSION]
 
-        with self._engine.connect() as conn:
+        with self._turn, self._engine.connect() as conn:
             if current(conn):
                 return
 
@@ -245,7 +251,7 @@ class Storage:
         """Run ``fn`` in one write transaction; retry on lock time-outs and number races."""
         for attempt in range(_WRITE_RETRIES):
             try:
-                with self._writer.begin() as conn:
+                with self._turn, self._writer.begin() as conn:
                     return fn(conn)
             except IntegrityError as e:
                 if "uq_trial_number" not in str(e) and "trials.number" not in str(e):
@@ -265,7 +271,7 @@ class Storage:
     def _read(self, fn: Callable[[Connection], T]) -> T:
         for attempt in range(_READ_RETRIES):
             try:
-                with self._engine.begin() as conn:
+                with self._turn, self._engine.begin() as conn:
                     return fn(conn)
             except OperationalError as e:  # a dropped connection (server restart): retry
                 if not _is_disconnect(e) or attempt == _READ_RETRIES - 1:
