@@ -61,7 +61,7 @@ def test_timeout_and_callbacks():
     study.optimize(
         slow, 1000, timeout=0.3, callbacks=[lambda s, t: seen.append(t.number)], show_progress=False
     )
-    assert 2 <= len(study.trials) < 50 and seen == [t.number for t in study.trials]
+    assert 1 <= len(study.trials) < 50 and seen == [t.number for t in study.trials]
     with pytest.raises(hs.InvalidSettingError, match="timeout"):
         study.optimize(slow, 1, timeout=0)
 
