@@ -129,3 +129,25 @@ def test_a_bad_value_keeps_the_trial_running_and_beating():
     assert trial.trial_id in study._heartbeats  # still beating: nothing changed
     study.tell(trial, 1.0)
     assert study._heartbeats == {}
+
+
+def test_a_dask_cluster_runs_the_workers(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from headstart.benchmarks.functions import get_task
+
+    task = get_task("branin")
+    url = f"sqlite:///{tmp_path / 'dask.db'}"
+    study = hs.create_study("dask", task.space, storage=url, method="random", seed=0)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        study.optimize(task.objective, 6, n_workers=client, show_progress=False)
+        trials = study.trials
+        assert len(trials) == 6 and all(t.state == "complete" for t in trials)
+        with pytest.raises(KeyError):  # an uncaught error (no 'x' in Branin) reaches the caller
+            study.optimize(failing, 2, n_workers=client, catch=(), show_progress=False)
+    with pytest.raises(hs.InvalidSettingError, match="scheduler address"):
+        study.optimize(task.objective, 2, n_workers="not an address")

@@ -1,4 +1,5 @@
-r"""``study.optimize(..., n_workers=k)``: k local worker processes sharing the study's storage.
+r"""``study.optimize(..., n_workers=k)``: worker processes sharing the study's storage, local
+(``spawn``) or on a Dask cluster.
 
 Each worker is a fresh process (``spawn``) that loads the study by name from the same storage URL
 and runs the ordinary ask / evaluate / tell loop for its share of the trials; the storage keeps
@@ -13,7 +14,7 @@ import multiprocessing as mp
 import pickle
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from headstart.exceptions import InvalidSettingError
@@ -48,47 +49,84 @@ def optimize_in_processes(
     func: Callable,
     n_trials: int,
     *,
-    n_workers: int,
+    n_workers: int | Any,
     timeout: float | None,
     catch: tuple,
     callbacks: Sequence[Callable],
     show_progress: bool,
     worker: Callable[..., Any],
 ) -> None:
-    """Split ``n_trials`` over ``n_workers`` spawned processes and wait for them.
+    """Split ``n_trials`` over worker processes and wait for them.
 
+    ``n_workers`` is a count of local processes (``spawn``), or a ``dask.distributed.Client``
+    (or a scheduler address such as ``"tcp://10.0.0.5:8786"``): then one task per Dask worker
+    runs the loop, wherever the cluster runs (SSH, Kubernetes, SLURM via dask-jobqueue).
     ``worker(url, name, func, n_trials, timeout, catch, callbacks)`` is a module-level function
     that runs one process's loop (the study layer passes it, so this module needs no study).
     """
-    from headstart._progress import TrialProgress
-
     url = check_parallel(study, func, callbacks)
-    shares = [n_trials // n_workers + (i < n_trials % n_workers) for i in range(n_workers)]
-    shares = [s for s in shares if s]
-    before = {t.number for t in study.trials if t.state in ("complete", "failed")}
-    with (
-        ProcessPoolExecutor(len(shares), mp_context=mp.get_context("spawn")) as pool,
-        TrialProgress(n_trials, study, enabled=show_progress) as progress,
-    ):
+    if isinstance(n_workers, int):
+        pool = ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"))
+        k, submit, close = n_workers, pool.submit, pool.shutdown
+    else:
+        client = _dask_client(n_workers)
+        k = max(len(client.scheduler_info().get("workers", {})), 1)
+
+        def submit(*args):
+            return client.submit(*args, pure=False)
+
+        def close():
+            if client is not n_workers:  # we opened it from an address
+                client.close()
+
+    shares = [s for s in (n_trials // k + (i < n_trials % k) for i in range(k)) if s]
+    try:
         futures = [
-            pool.submit(worker, url, study.name, func, s, timeout, catch, tuple(callbacks))
+            submit(worker, url, study.name, func, s, timeout, catch, tuple(callbacks))
             for s in shares
         ]
-        seen = set(before)
+        _wait(study, futures, n_trials, show_progress)
+    finally:
+        close()
+
+
+def _dask_client(target: Any) -> Any:
+    if isinstance(target, str) and "://" in target:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise InvalidSettingError(
+                "n_workers as a scheduler address needs Dask: pip install 'distributed'."
+            ) from None
+        return Client(target)
+    if type(target).__name__ == "Client" and hasattr(target, "submit"):
+        return target
+    raise InvalidSettingError(
+        "n_workers must be an integer >= 1, a dask.distributed.Client or a scheduler address; "
+        f"got {target!r}."
+    )
+
+
+def _wait(study: Any, futures: list, n_trials: int, show_progress: bool) -> None:
+    """Show the study's progress until every future is done; re-raise the first error."""
+    from headstart._progress import TrialProgress
+
+    seen = {t.number for t in study.trials if t.state in ("complete", "failed")}
+    with TrialProgress(n_trials, study, enabled=show_progress) as progress:
         while True:
-            done, pending = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_EXCEPTION)
+            time.sleep(_POLL_SECONDS)
             for t in study.trials:
                 if t.state in ("complete", "failed") and t.number not in seen:
                     seen.add(t.number)
                     progress.advance(t.value, t.user_attrs.get("seconds_suggest"))
-            failed = [f for f in done if f.exception() is not None]
-            if failed:
-                for f in pending:
+            errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
+            errors = [e for e in errors if e is not None]
+            if errors:
+                for f in futures:
                     f.cancel()
-                raise failed[0].exception()
-            if not pending:
-                break
-            time.sleep(0)
+                raise errors[0]
+            if all(f.done() for f in futures):
+                return
 
 
 __all__ = ["check_parallel", "optimize_in_processes"]

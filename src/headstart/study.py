@@ -347,7 +347,7 @@ class Study:
         *,
         timeout: float | None = None,
         callbacks: Sequence[Callable[[Study, Trial], None]] = (),
-        n_workers: int = 1,
+        n_workers: int | Any = 1,
         show_progress: bool = True,
         catch: tuple[type[BaseException], ...] = (Exception,),
     ) -> Study:
@@ -363,9 +363,10 @@ class Study:
             timeout: Start no new trial after this many seconds (trials in flight finish).
             callbacks: Called as ``callback(study, trial)`` after each finished trial (in the
                 worker processes when ``n_workers > 1``).
-            n_workers: Local worker processes evaluating at once (``spawn``); they share the
-                study through its storage, which must be a file or a server, and ``func`` must
-                be a module-level function.
+            n_workers: Local worker processes evaluating at once (``spawn``), or a
+                ``dask.distributed.Client`` / scheduler address to run one worker loop per Dask
+                worker. Workers share the study through its storage, which must be a file or a
+                server reachable from them, and ``func`` must be a module-level function.
             show_progress: Show a rich progress bar (trials, best value) on stderr.
             catch: Exceptions recorded as failed trials instead of stopping the run.
         """
@@ -375,9 +376,10 @@ class Study:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
         ):
             raise InvalidSettingError(f"timeout must be a number of seconds > 0; got {timeout!r}.")
-        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        local = isinstance(n_workers, int) and not isinstance(n_workers, bool)
+        if (local and n_workers < 1) or isinstance(n_workers, bool | float):
             raise InvalidSettingError(f"n_workers must be an integer >= 1; got {n_workers!r}.")
-        if n_workers > 1:
+        if not local or n_workers > 1:
             from headstart._parallel import optimize_in_processes
 
             optimize_in_processes(
