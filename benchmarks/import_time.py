@@ -92,29 +92,18 @@ def kinds() -> list[Kind]:
     )
     return [
         Kind("baseline", [py, "-c", "pass"], [py, "-c", _PROBE]),
-        Kind(
-            "import headstart",
-            [py, "-c", "import headstart"],
-            [py, "-c", _PROBE + "import headstart"],
-            "headstart",
-        ),
-        Kind(
-            "from headstart import create_study, SearchSpace, Float",
-            [py, "-c", _STUDY_API],
-            [py, "-c", _PROBE + _STUDY_API],
-            "headstart",
-        ),
+        _python_kind("import headstart", "import headstart", "headstart"),
+        _python_kind(_STUDY_API, _STUDY_API, "headstart"),
         Kind("headstart --help", cli_command(), [py, "-c", _PROBE + cli_probe], "headstart"),
-        Kind(
-            "import optuna",
-            [py, "-c", "import optuna"],
-            [py, "-c", _PROBE + "import optuna"],
-            "optuna",
-        ),
-        Kind(
-            "import torch", [py, "-c", "import torch"], [py, "-c", _PROBE + "import torch"], "torch"
-        ),
+        _python_kind("import optuna", "import optuna", "optuna"),
+        _python_kind("import torch", "import torch", "torch"),
     ]
+
+
+def _python_kind(label: str, code: str, package: str) -> Kind:
+    """A measurement of ``python -c code`` (and its probe for loaded modules)."""
+    py = sys.executable
+    return Kind(label, [py, "-c", code], [py, "-c", _PROBE + code], package)
 
 
 def _run(command: list[str]) -> float:

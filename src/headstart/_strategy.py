@@ -141,7 +141,7 @@ class Strategy:
         return surrogate
 
     def _save_state(self) -> None:
-        if self.cache is None or self.state_key is None or self._engine._surrogate is None:
+        if self.cache is None or self.state_key is None or not self._engine.built:
             return
         state = self._engine.surrogate.state()
         if state:
@@ -153,7 +153,7 @@ class Strategy:
         kernel = self.config.kernel
         if kernel == "matern":
             return None
-        if self._engine is None or self._engine._surrogate is None:
+        if self._engine is None or not self._engine.built:
             return None if kernel == "auto" else kernel
         return self._engine.surrogate.expression
 

@@ -106,6 +106,11 @@ class BOEngine:
             self._surrogate, self._build = None, surrogate
 
     @property
+    def built(self) -> bool:
+        """Whether the surrogate exists yet (reading :attr:`surrogate` builds it)."""
+        return self._surrogate is not None
+
+    @property
     def surrogate(self) -> Surrogate:
         """The surrogate, built on first use."""
         if self._surrogate is None:

@@ -581,7 +581,7 @@ class Storage:
         t = trials_table.c
         cutoff = datetime.now(UTC).timestamp() - float(grace_seconds)
 
-        def sweep(conn: Connection) -> list[int]:
+        def stale_rows(conn: Connection) -> list[Any]:
             rows = conn.execute(
                 select(
                     t.trial_id, t.heartbeat_at, t.params_json, t.user_attrs_json, t.number
@@ -591,7 +591,13 @@ class Storage:
                     t.heartbeat_at.is_not(None),
                 )
             ).all()
-            stale = [r for r in rows if _time(r.heartbeat_at).timestamp() < cutoff]
+            return [r for r in rows if _time(r.heartbeat_at).timestamp() < cutoff]
+
+        if not self._read(stale_rows):  # the common case: a read, no write lock taken
+            return []
+
+        def sweep(conn: Connection) -> list[int]:
+            stale = stale_rows(conn)  # again, under the write lock: another worker may be first
             failed, retries = [], []
             for r in stale:
                 attrs = {**json.loads(r.user_attrs_json), "fail_reason": "heartbeat"}

@@ -59,6 +59,10 @@ class SurrogateCase:
     is_cat: np.ndarray | None = None
     seed: int = 0
 
+    def unpack(self) -> tuple[SurrogateFactory, np.ndarray, np.ndarray, np.ndarray | None, int]:
+        """``(factory, train_X, train_y, is_cat, seed)``, for checks that use all five."""
+        return self.factory, self.train_X, self.train_y, self.is_cat, self.seed
+
 
 VAR_FLOOR = 1e-12  # posterior variances are clamped here (protocols.Posterior.posterior)
 GRAD_STEP = 1e-6  # central finite-difference step
@@ -479,13 +483,7 @@ def check_nan_guard(case: SurrogateCase, *, only: str | None = None) -> dict[str
     Returns:
         ``{case: "raised <type>" | "finite"}``.
     """
-    factory, train_X, train_y, is_cat, seed = (
-        case.factory,
-        case.train_X,
-        case.train_y,
-        case.is_cat,
-        case.seed,
-    )
+    factory, train_X, train_y, is_cat, seed = case.unpack()
     cases = nan_cases(train_X, train_y)
     if only is not None:
         cases = {only: cases[only]}
@@ -526,13 +524,7 @@ def check_state_roundtrip(case: SurrogateCase) -> None:
     * ``diagnostics()`` is a dict, before and after ``condition``, that ``json.dumps`` accepts
       with a numpy-to-list ``default=`` converter.
     """
-    factory, train_X, train_y, is_cat, seed = (
-        case.factory,
-        case.train_X,
-        case.train_y,
-        case.is_cat,
-        case.seed,
-    )
+    factory, train_X, train_y, is_cat, seed = case.unpack()
     surrogate = factory()
     before = surrogate.diagnostics()
     assert isinstance(before, dict), f"diagnostics() before condition is a {type(before)}."
@@ -583,13 +575,7 @@ def check_determinism(case: SurrogateCase) -> None:
 
     Means and variances at 7 points agree to 1e-10 relative (room for threaded reductions).
     """
-    factory, train_X, train_y, is_cat, seed = (
-        case.factory,
-        case.train_X,
-        case.train_y,
-        case.is_cat,
-        case.seed,
-    )
+    factory, train_X, train_y, is_cat, seed = case.unpack()
     X = sample_points(train_X, 7, np.random.default_rng(seed + 8), is_cat=is_cat)
     results = [_condition(factory(), train_X, train_y, seed)[0].posterior(X) for _ in range(2)]
     (m1, v1), (m2, v2) = results
