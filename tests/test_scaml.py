@@ -240,3 +240,22 @@ def test_deterministic_pins_the_noise(setup):
         meta, moments, X_t, y_t, rng=np.random.default_rng(0), deterministic=True
     )
     assert params.noise == pytest.approx(1e-6)
+
+
+def test_fantasize_equals_conditioning_on_the_extended_data(setup):
+    _, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    z = (y_t - ybar) / s
+    post = ScaMLPosterior(meta, X_t[:3], z[:3], params, ybar, s)
+    fantasy = post.fantasize(X_t[3:], z[3:])
+    direct = ScaMLPosterior(meta, X_t, z, params, ybar, s)
+    Xs = np.random.default_rng(2).random((6, D))
+    for got, want in zip(
+        fantasy.posterior_and_grad(Xs), direct.posterior_and_grad(Xs), strict=True
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-10)
+    # from the prior alone (no test data yet), as a transfer study's first batch does
+    prior = ScaMLPosterior(meta, np.zeros((0, D)), np.zeros(0), params, ybar, s)
+    np.testing.assert_allclose(
+        prior.fantasize(X_t, z).posterior(Xs)[0], direct.posterior(Xs)[0], atol=1e-10
+    )

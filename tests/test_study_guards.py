@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,77 @@ def test_a_huge_integer_range_is_searched_without_enumerating_it(method):
     for _ in range(3):
         trial = study.ask()
         study.tell(trial, float(np.log(trial.params["n"])))
+
+
+def test_meta_data_too_large_to_model_is_refused_and_nothing_is_stored():
+    store = get_storage(None)
+    import pandas as pd
+
+    X = np.random.default_rng(0).random((6, 2))
+    source = pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "value": 1e160 * (1 + X[:, 0])})
+    with pytest.raises(hs.MetaDataValueError, match=r"exceeds 1e\+100.*Rescale"):
+        hs.create_study("s", _space(), storage=store, method="scaml", transfer_from=source)
+    assert store.list_studies() == []
+    assert store.get_cache("anything") is None
+
+
+def test_huge_objective_values_do_not_overflow_the_model():
+    study = hs.create_study("s", _space(), storage=None, seed=0, n_initial=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for i in range(5):
+            trial = study.ask()
+            study.tell(trial, 1e300 if i == 1 else trial.params["x"])
+        assert 0.0 <= study.ask().params["x"] <= 1.0
+
+
+def _finished_study() -> hs.Study:
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "c": hs.Categorical(["a", "b"])})
+    study = hs.create_study("src", space, storage=None, seed=0, n_initial=3)
+    for _ in range(4):
+        trial = study.ask()
+        study.tell(trial, trial.params["x"])
+    study.tell(study.ask(), failed=True)
+    study.ask()  # left running
+    return study
+
+
+def test_add_trials_imports_a_trials_dataframe_export():
+    source = _finished_study()
+    target = hs.create_study("dst", source.space, storage=None)
+    imported = target.add_trials(source.trials_dataframe())
+    done = [t for t in source.trials if t.state == "complete"]
+    assert [(t.params, t.value) for t in imported] == [(t.params, t.value) for t in done]
+
+
+def test_add_trials_reads_optuna_style_exports():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "number": [0, 1],
+            "value": [0.5, None],
+            "params_x": [0.25, 0.75],
+            "params_c": ["a", "b"],
+            "user_attrs_note": ["n", "m"],
+            "duration": [1.0, 2.0],
+            "state": ["COMPLETE", "FAIL"],
+        }
+    )
+    target = hs.create_study("dst", _finished_study().space, storage=None)
+    [trial] = target.add_trials(frame)
+    assert trial.params == {"x": 0.25, "c": "a"} and trial.value == 0.5
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [({"typo": [1.0]}, r"\['typo'\] that are not parameters"), ({"params_x": [0.3]}, "both")],
+)
+def test_add_trials_refuses_unknown_or_ambiguous_columns_and_stores_nothing(extra, match):
+    import pandas as pd
+
+    study = hs.create_study("dst", _space(), storage=None)
+    frame = pd.DataFrame({"x": [0.2], "y": [0.4], "value": [1.0], **extra})
+    with pytest.raises(hs.InvalidParamsError, match=match):
+        study.add_trials(frame)
+    assert study.trials == []

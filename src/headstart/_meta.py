@@ -18,6 +18,9 @@ from headstart.exceptions import InvalidSettingError, MetaDataValueError
 DIRECTIONS = ("minimize", "maximize")
 
 
+MAX_ABS_VALUE = 1e100  # larger meta-data values overflow the models' second moments
+
+
 def _check_direction(direction: Any) -> None:
     if direction not in DIRECTIONS:
         raise InvalidSettingError(f"direction must be 'minimize' or 'maximize'; got {direction!r}.")
@@ -65,6 +68,13 @@ class MetaTask:
                     f"Task {self.name!r}, row {row}: {label} is not finite. Meta-data must be "
                     "finite numbers; drop the row."
                 )
+        if len(y) and float(np.abs(y).max()) > MAX_ABS_VALUE:
+            row = int(np.argmax(np.abs(y)))
+            raise MetaDataValueError(
+                f"Task {self.name!r}, row {row}: |y| = {abs(y[row]):.3g} exceeds "
+                f"{MAX_ABS_VALUE:.0e}; the models square the values, which would overflow. "
+                "Rescale the values (divide by a constant or take their log) or drop the row."
+            )
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "y", y)
 

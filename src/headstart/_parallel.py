@@ -1,7 +1,10 @@
-r"""``study.optimize(..., n_workers=k)``: worker processes sharing the study's storage, local
-(``spawn``) or on a Dask cluster.
+r"""``study.optimize(..., n_workers=k)``: worker processes sharing the study's storage, local or on a
+Dask cluster.
 
-Each worker is a fresh process (``spawn``) that loads the study by name from the same storage URL
+Each local worker is a fresh process forked from a *fork server* that imported headstart and
+torch once (``forkserver`` with preloaded modules; ``spawn`` where there is no fork server), so
+k workers start in milliseconds instead of each paying the ~1.7 s import. It loads the study by
+name from the same storage URL
 and runs the ordinary ask / evaluate / tell loop for its share of the trials; the storage keeps
 them from duplicating work (reserve-then-suggest) and heartbeats, when the study has them, fail
 the trials of a worker that dies. The parent shows the progress by polling the storage and
@@ -20,6 +23,9 @@ from typing import Any
 from headstart.exceptions import InvalidSettingError
 
 _POLL_SECONDS = 0.25
+# Imported once by the fork server, so forked workers start with them loaded. "__main__" keeps
+# multiprocessing's default (the caller's script, imported as __mp_main__, guarded code not run).
+_PRELOAD = ("__main__", "headstart.study", "headstart._gp.surrogate", "headstart._strategy")
 
 
 def check_parallel(study: Any, func: Callable, callbacks: Sequence[Callable]) -> str:
@@ -58,7 +64,7 @@ def optimize_in_processes(
 ) -> None:
     """Split ``n_trials`` over worker processes and wait for them.
 
-    ``n_workers`` is a count of local processes (``spawn``), or a ``dask.distributed.Client``
+    ``n_workers`` is a count of local processes (see :func:`_local_context`), or a ``dask.distributed.Client``
     (or a scheduler address such as ``"tcp://10.0.0.5:8786"``): then one task per Dask worker
     runs the loop, wherever the cluster runs (SSH, Kubernetes, SLURM via dask-jobqueue).
     ``worker(url, name, func, n_trials, timeout, catch, callbacks)`` is a module-level function
@@ -66,7 +72,7 @@ def optimize_in_processes(
     """
     url = check_parallel(study, func, callbacks)
     if isinstance(n_workers, int):
-        pool = ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"))
+        pool = ProcessPoolExecutor(n_workers, mp_context=_local_context())
         k, submit, close = n_workers, pool.submit, pool.shutdown
     else:
         client = _dask_client(n_workers)
@@ -88,6 +94,20 @@ def optimize_in_processes(
         _wait(study, futures, n_trials, show_progress)
     finally:
         close()
+
+
+def _local_context() -> Any:
+    """``forkserver`` preloaded with headstart's heavy modules, else ``spawn``.
+
+    Workers never ``fork`` the caller itself: its torch / OpenMP threads may hold locks a forked
+    child would inherit. The fork server is a clean single-threaded process started once per
+    parent; its preload list applies the first time it starts.
+    """
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(_PRELOAD))
+    return ctx
 
 
 def _dask_client(target: Any) -> Any:

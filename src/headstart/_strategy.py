@@ -16,6 +16,7 @@ draws from the belief (Alg. 1 of Hvarfner et al. 2022) instead of Sobol points.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -206,6 +207,12 @@ class Strategy:
             return plain, None
         return plain, engine.criterion(X, y, self._prior_weight(len(completed)))
 
+    def batch(self) -> contextlib.AbstractContextManager:
+        """Suggestions inside share one model fit on the same completed trials (``ask(n=q)``)."""
+        if not self.spec.model_based:
+            return contextlib.nullcontext()
+        return self.engine.reuse_fit()
+
     def suggest(
         self,
         completed: Sequence[Mapping],
@@ -224,7 +231,8 @@ class Strategy:
             design_index: How many suggestions the strategy has made before (Sobol index).
             trial_number: Number of the trial being created (seeds this suggestion).
             pending: Configurations being evaluated right now (e.g. by other workers); the
-                engine sees them at the worst observed value (constant liar).
+                engine conditions on them as fantasies (:data:`~headstart._engine.engine.
+                PENDING_RULES`).
             retry: How many earlier suggestions for this trial were refused as duplicates of a
                 concurrent worker's; each retry draws fresh randomness (a uniform point in the
                 initial design).

@@ -38,6 +38,7 @@ from headstart._trial_cache import TrialCache, params_key
 from headstart.exceptions import (
     DuplicatedStudyError,
     HeadstartWarning,
+    InvalidParamsError,
     InvalidSettingError,
     InvalidValueError,
     NoCompletedTrialsError,
@@ -206,15 +207,17 @@ class Study:
 
         Args:
             n: Return a batch of ``n`` distinct configurations to evaluate at once (a list).
-                They are chosen greedily: each sees the ones before it as pending at the worst
-                value observed (the constant liar, Ginsbourger et al. 2010), with every method,
-                transfer and piBO included.
+                They are chosen greedily on one model fit: each sees the ones before it (and
+                other workers' running trials) as pending fantasies at the posterior mean
+                (Kriging believer, Ginsbourger et al. 2010), with every method, transfer and
+                piBO included.
         """
         if n is None:
             return self._ask_one()
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise InvalidSettingError(f"n must be an integer >= 1 (a batch size); got {n!r}.")
-        return [self._ask_one() for _ in range(n)]
+        with self._strategy.batch():
+            return [self._ask_one() for _ in range(n)]
 
     def _ask_one(self) -> Trial:
         t0 = time.perf_counter()
@@ -363,10 +366,11 @@ class Study:
             timeout: Start no new trial after this many seconds (trials in flight finish).
             callbacks: Called as ``callback(study, trial)`` after each finished trial (in the
                 worker processes when ``n_workers > 1``).
-            n_workers: Local worker processes evaluating at once (``spawn``), or a
-                ``dask.distributed.Client`` / scheduler address to run one worker loop per Dask
-                worker. Workers share the study through its storage, which must be a file or a
-                server reachable from them, and ``func`` must be a module-level function.
+            n_workers: Local worker processes evaluating at once (forked from a preloaded fork
+                server), or a ``dask.distributed.Client`` / scheduler address to run one worker
+                loop per Dask worker. Workers share the study through its storage, which must be
+                a file or a server reachable from them, and ``func`` must be a module-level
+                function.
             show_progress: Show a rich progress bar (trials, best value) on stderr.
             catch: Exceptions recorded as failed trials instead of stopping the run.
         """
@@ -443,7 +447,10 @@ class Study:
 
         Args:
             trials: ``(params, value)`` pairs, dicts ``{"params": ..., "value": ...}``, or a pandas
-                DataFrame with one column per parameter and a ``value`` column.
+                DataFrame with a ``value`` column and one column per parameter (``x`` or
+                ``params_x``, so a :meth:`trials_dataframe` export, headstart's or Optuna's,
+                imports as it is: rows whose ``state`` is not complete are skipped). Columns
+                that are neither parameters nor export metadata are refused.
 
         All rows are validated before anything is written; the import is one transaction.
         """
@@ -635,12 +642,7 @@ def _optimize_worker(
 
 def _rows_from(trials: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
     if hasattr(trials, "to_dict") and hasattr(trials, "columns"):  # a DataFrame
-        if "value" not in trials.columns:
-            raise InvalidValueError(
-                f"add_trials DataFrame needs a 'value' column; it has {list(trials.columns)}."
-            )
-        cols = [c for c in trials.columns if c in names]
-        return [({c: r[c] for c in cols}, r["value"]) for r in trials.to_dict("records")]
+        return _rows_from_frame(trials, names)
     rows = []
     for item in trials:
         if isinstance(item, Mapping) and "params" in item:
@@ -652,6 +654,45 @@ def _rows_from(trials: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
                 "add_trials expects (params, value) pairs, {'params': ..., 'value': ...} dicts or "
                 f"a DataFrame; got {item!r}."
             )
+    return rows
+
+
+# Columns of a trials_dataframe() export (headstart's or Optuna's) that are not parameters.
+_EXPORT_COLUMNS = {"number", "source", "datetime_start", "datetime_complete", "duration"}
+_EXPORT_PREFIXES = ("user_attrs_", "system_attrs_", "seconds_")
+
+
+def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
+    """Rows of a DataFrame with a ``value`` column and one column per parameter.
+
+    Parameters may be named ``x`` or ``params_x`` (a ``trials_dataframe()`` export, headstart's
+    or Optuna's); with a ``state`` column only complete rows are imported. Any other column is
+    refused: a misspelt parameter must not vanish silently.
+    """
+    columns = [str(c) for c in frame.columns]
+    if "value" not in columns:
+        raise InvalidValueError(f"add_trials DataFrame needs a 'value' column; it has {columns}.")
+    source = {}
+    for name in names:
+        found = [c for c in (name, f"params_{name}") if c in columns]
+        if len(found) == 2:
+            raise InvalidParamsError(
+                f"add_trials DataFrame has both {name!r} and 'params_{name}'; keep one of them."
+            )
+        if found:
+            source[name] = found[0]
+    known = set(source.values()) | _EXPORT_COLUMNS | {"value", "state"}
+    unknown = [c for c in columns if c not in known and not c.startswith(_EXPORT_PREFIXES)]
+    if unknown:
+        raise InvalidParamsError(
+            f"add_trials DataFrame has column(s) {unknown} that are not parameters of this study "
+            f"({names}); rename them to a parameter (or 'params_<name>') or drop them."
+        )
+    rows = []
+    for r in frame.to_dict("records"):
+        if "state" in r and str(r["state"]).lower() not in ("complete", "trialstate.complete"):
+            continue  # failed / running / pruned rows of an export carry no value to import
+        rows.append(({name: r[col] for name, col in source.items()}, r["value"]))
     return rows
 
 

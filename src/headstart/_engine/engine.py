@@ -3,17 +3,25 @@ the acquisition on the encoded unit cube.
 
 One :meth:`BOEngine.suggest` call
 
-1. cleans the data (drops non-finite rows, snaps integer / categorical columns to their grids)
-   and appends the pending points at the worst observed value (the "constant liar" of Ginsbourger
-   et al., 2010), so parallel workers are not sent to the same point;
+1. cleans the data (drops non-finite rows, snaps integer / categorical columns to their grids);
 2. with no data and a surrogate whose prior says nothing (``informative_prior = False``), returns a
-   uniform point; otherwise conditions the surrogate (:meth:`Surrogate.condition`);
-3. maximizes LogEI, EI, PI or UCB (:func:`headstart._engine.optimize.optimize_criterion`,
+   uniform point; otherwise conditions the surrogate on the *completed* data
+   (:meth:`Surrogate.condition`, which fits its hyperparameters);
+3. conditions that posterior on the *pending* points (other workers' running trials) as
+   **fantasies** at fixed hyperparameters (:data:`PENDING_RULES`): by default at their posterior
+   mean (the "Kriging believer" of Ginsbourger et al., 2010, which Optuna's GP sampler also uses),
+   so the variance near a running trial collapses and parallel workers are not sent to the same
+   point. A posterior offering ``fantasize(X, y)`` does this without a refit (the exact GP extends
+   its Cholesky factor); for the others the surrogate is refitted on the data plus the pending
+   points at the worst observed value (the "constant liar");
+4. maximizes LogEI, EI, PI or UCB (:func:`headstart._engine.optimize.optimize_criterion`,
    preconditioned by the posterior's lengthscales), or draws a Thompson sample
    (:func:`headstart._engine.optimize.thompson_sample`), optionally prior-weighted (piBO). With
    no observation yet there is no incumbent, so the prior's optimistic optimum (UCB) is used, as
    in ScaML-GP's experiments, which start "from scratch without initial samples";
-4. returns a point whose integer / categorical entries lie exactly on their grids.
+5. for a batch (``q > 1``), treats the chosen point as pending and repeats 3-4 (sequential greedy
+   with fantasies: one hyperparameter fit per batch);
+6. returns points whose integer / categorical entries lie exactly on their grids.
 
 Everything runs in float64 under :func:`headstart._engine.threads.limit_threads`. Targets are
 **maximized**; the study flips the sign of minimize studies and nothing else mixes directions.
@@ -21,7 +29,8 @@ Everything runs in float64 under :func:`headstart._engine.threads.limit_threads`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +43,13 @@ from headstart._engine.threads import limit_threads
 KINDS = ("continuous", "integer", "categorical")
 ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no lengthscales
+PENDING_RULES = ("believer", "liar", "refit")
+DEFAULT_PENDING_RULE = "believer"
+"""How pending points enter the model: ``"believer"`` -- fantasies at the posterior mean, fixed
+hyperparameters (the default; see ``docs/benchmarks/pending.md`` for the measurement that chose
+it); ``"liar"`` -- fantasies at the worst observed value, fixed hyperparameters; ``"refit"`` --
+the constant liar with a refit on the augmented data (headstart <= 0.x; the fallback for
+posteriors without ``fantasize``)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,7 @@ class BOEngine:
             fit their meta part then).
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``.
+        pending_rule: One of :data:`PENDING_RULES`; default :data:`DEFAULT_PENDING_RULE`.
 
     Example:
         >>> from headstart._gp import MaternGP
@@ -90,20 +107,26 @@ class BOEngine:
         *,
         acquisition: str = "logei",
         ucb_beta: float = UCB_BETA,
+        pending_rule: str | None = None,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
+        pending_rule = DEFAULT_PENDING_RULE if pending_rule is None else pending_rule
+        if pending_rule not in PENDING_RULES:
+            raise ValueError(f"pending_rule must be one of {PENDING_RULES}; got {pending_rule!r}.")
         if len(dims) == 0:
             raise ValueError("BOEngine needs at least one column.")
         self.dims = tuple(dims)
         self.acquisition = acquisition
         self.ucb_beta = float(ucb_beta)
+        self.pending_rule = pending_rule
         is_cat = np.array([dim.kind == "categorical" for dim in self.dims])
         self._space = MixedSpace(tuple(dim.grid for dim in self.dims), is_cat)
         if hasattr(surrogate, "condition"):
             self._surrogate, self._build = surrogate, None
         else:
             self._surrogate, self._build = None, surrogate
+        self._reuse: list | None = None  # [(data key, posterior, y_model)] inside reuse_fit()
 
     @property
     def built(self) -> bool:
@@ -118,6 +141,19 @@ class BOEngine:
                 self._surrogate = self._build()
         return self._surrogate
 
+    @contextlib.contextmanager
+    def reuse_fit(self) -> Iterator[None]:
+        """Inside, suggestions on the same completed data share one fitted posterior.
+
+        For a batch asked point by point (``study.ask(n=q)``): the first suggestion fits, the
+        next ones only add fantasies, as :meth:`suggest` with ``q`` does.
+        """
+        outer, self._reuse = self._reuse, self._reuse if self._reuse is not None else []
+        try:
+            yield
+        finally:
+            self._reuse = outer
+
     def suggest(
         self,
         train_X: np.ndarray,
@@ -129,7 +165,7 @@ class BOEngine:
         liar: float | None = None,
         q: int = 1,
     ) -> np.ndarray:
-        r"""Next point to evaluate.
+        r"""Next point (or ``q`` points) to evaluate.
 
         The maximized criterion is ``acq(x) * pi(x)^gamma`` (piBO, Hvarfner et al. 2022, Eq. 6),
         in log space; see :mod:`headstart._engine.acquisition`.
@@ -139,36 +175,74 @@ class BOEngine:
             train_y: ``n`` values to be *maximized*; non-finite rows are ignored.
             rng: Source of all randomness of this suggestion.
             prior: piBO's ``pi(x)^gamma`` factor, or ``None``.
-            pending: ``p x d`` points being evaluated right now; the model sees them at ``liar``.
-            liar: Their value; default the worst observed value (required when ``n = 0``).
-            q: Points to suggest; only 1 for now.
+            pending: ``p x d`` points being evaluated right now (see :data:`PENDING_RULES`).
+            liar: Their value in ``train_y``'s units for the ``"refit"`` rule; default the worst
+                observed value (required when ``n = 0``).
+            q: Points to suggest, chosen greedily, each seeing the ones before as pending.
 
         Returns:
-            ``d`` point in ``[0, 1]``, integer / categorical entries exactly on their grids.
-
-        Raises:
-            NotImplementedError: ``q > 1`` (batch suggestions come with fantasies).
+            A ``d`` point in ``[0, 1]`` for ``q = 1``, else ``q x d`` points; integer /
+            categorical entries exactly on their grids.
         """
-        if q != 1:
-            raise NotImplementedError("BOEngine.suggest returns one point (q = 1) for now.")
-        train_X, train_y = self._with_pending(train_X, train_y, pending, liar)
-        train_X, train_y = self._clean(train_X, train_y)
-        if len(train_y) == 0 and not self.surrogate.informative_prior:
-            return self._space.snap(rng.random((1, len(self.dims))))[0]
+        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+            raise ValueError(f"q must be an integer >= 1; got {q!r}.")
+        X, y = self._clean(train_X, train_y)
+        P = self._clean_pending(pending)
+        if len(y) == 0 and not self.surrogate.informative_prior:
+            points = self._space.snap(rng.random((q, len(self.dims))))
+            return points[0] if q == 1 else points
+        points = []
         with limit_threads():
-            criterion, y_model = self._criterion(train_X, train_y, prior, rng)
-            if self.acquisition == "ts" and len(y_model):
-                x = thompson_sample(
-                    criterion.posterior, self._space, train_X, y_model, rng, criterion
-                )
-            else:
-                ell = criterion.posterior.lengthscales
-                if ell is None:
-                    ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
-                x = optimize_criterion(
-                    criterion, self._space, train_X, y_model, rng, np.asarray(ell, dtype=float)
-                )
-        return self._space.snap(x[None, :])[0]
+            fitted = None  # the posterior on the completed data, when it is of use
+            if self.pending_rule != "refit" or not len(P):
+                fitted = self._condition(X, y, rng)
+            for _ in range(q):
+                if fitted is not None and (not len(P) or self._fantasizes(fitted[0])):
+                    X_all, crit, y_all = self._fantasy_criterion(*fitted, X, P, prior)
+                else:  # the constant liar, refitted on the data plus the pending points
+                    X_all, y_all = self._with_pending(X, y, P, liar)
+                    crit, y_all = self._criterion(X_all, y_all, prior, rng)
+                x = self._maximize(crit, X_all, y_all, rng)
+                points.append(x)
+                P = np.concatenate([P, x[None, :]])
+        points = self._space.snap(np.stack(points))
+        return points[0] if q == 1 else points
+
+    def _condition(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator):
+        """``surrogate.condition`` on the completed data (shared inside :meth:`reuse_fit`)."""
+        key = (X.tobytes(), y.tobytes())
+        if self._reuse:
+            last_key, posterior, y_model = self._reuse[0]
+            if last_key == key:
+                return posterior, y_model
+        posterior, y_model = self.surrogate.condition(X, y, rng)
+        if self._reuse is not None:
+            self._reuse[:] = [(key, posterior, y_model)]
+        return posterior, y_model
+
+    def _fantasizes(self, posterior) -> bool:
+        return self.pending_rule != "refit" and hasattr(posterior, "fantasize")
+
+    def _fantasy_criterion(self, posterior, y_model, X, P, prior):
+        """The criterion after conditioning ``posterior`` on fantasies at the pending ``P``."""
+        kind, best_f = ("ucb", 0.0) if not len(y_model) else (self._kind(), float(y_model.max()))
+        if not len(P):
+            return X, Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta), y_model
+        if self.pending_rule == "liar" and len(y_model):
+            values = np.full(len(P), float(y_model.min()))
+        else:  # believer (and the liar rule before any observation: nothing to lie with)
+            values = posterior.posterior(P)[0]
+        fantasy = posterior.fantasize(P, values)
+        crit = Criterion(fantasy, kind, best_f, prior, beta=self.ucb_beta)
+        return np.concatenate([X, P]), crit, np.concatenate([y_model, values])
+
+    def _maximize(self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng) -> np.ndarray:
+        if self.acquisition == "ts" and len(y):
+            return thompson_sample(criterion.posterior, self._space, X, y, rng, criterion)
+        ell = criterion.posterior.lengthscales
+        if ell is None:
+            ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
+        return optimize_criterion(criterion, self._space, X, y, rng, np.asarray(ell, dtype=float))
 
     def criterion(
         self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None = None
@@ -183,19 +257,21 @@ class BOEngine:
         with limit_threads():
             return self._criterion(train_X, train_y, prior, np.random.default_rng(0))[0]
 
-    def _with_pending(self, train_X, train_y, pending, liar):
-        if pending is None or len(pending) == 0:
-            return train_X, train_y
-        train_y = np.asarray(train_y, dtype=np.float64).reshape(-1)
+    def _clean_pending(self, pending: np.ndarray | None) -> np.ndarray:
+        d = len(self.dims)
+        if pending is None:
+            return np.zeros((0, d))
+        P = np.asarray(pending, dtype=np.float64).reshape(-1, d)
+        return self._space.snap(P[np.isfinite(P).all(axis=1)])
+
+    def _with_pending(self, X, y, P, liar):
+        if not len(P):
+            return X, y
         if liar is None:
-            if not len(train_y):
+            if not len(y):
                 raise ValueError("Pending points without observations need an explicit liar.")
-            liar = float(train_y.min())
-        pending = np.asarray(pending, dtype=np.float64).reshape(-1, len(self.dims))
-        X = np.concatenate(
-            [np.asarray(train_X, dtype=np.float64).reshape(-1, len(self.dims)), pending]
-        )
-        return X, np.concatenate([train_y, np.full(len(pending), liar)])
+            liar = float(y.min())
+        return np.concatenate([X, P]), np.concatenate([y, np.full(len(P), liar)])
 
     def _clean(self, train_X: np.ndarray, train_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         d = len(self.dims)
@@ -208,14 +284,13 @@ class BOEngine:
         keep = np.isfinite(train_y) & np.isfinite(train_X).all(axis=1)
         return self._space.snap(train_X[keep]), train_y[keep]
 
+    def _kind(self) -> str:
+        return "logei" if self.acquisition == "ts" else self.acquisition
+
     def _criterion(self, train_X, train_y, prior, rng) -> tuple[Criterion, np.ndarray]:
         posterior, y_model = self.surrogate.condition(train_X, train_y, rng)
-        if not len(y_model):
-            kind, best_f = "ucb", 0.0
-        else:
-            kind = "logei" if self.acquisition == "ts" else self.acquisition
-            best_f = float(y_model.max())
+        kind, best_f = ("ucb", 0.0) if not len(y_model) else (self._kind(), float(y_model.max()))
         return Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta), y_model
 
 
-__all__ = ["ACQUISITIONS", "BOEngine", "DimSpec"]
+__all__ = ["ACQUISITIONS", "PENDING_RULES", "BOEngine", "DimSpec"]

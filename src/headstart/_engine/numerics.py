@@ -7,6 +7,8 @@ r"""The one standardiser and the one Cholesky-with-jitter of the code base.
   jitter; a :class:`~headstart.exceptions.NumericsWarning` per retry, NaN input raises
   :class:`~headstart.exceptions.ModelFittingError` at once, and so does a matrix still not
   positive definite after the last try.
+* :func:`extend_cholesky`: the factor of a kernel matrix grown by ``p`` rows and columns, from
+  the old factor in ``O(n^2 p)`` (block Cholesky), for conditioning on fantasies without a refit.
 * :func:`jittered_cholesky_np`: the same idea in numpy for covariances of samples (Thompson
   sampling), relative to a scale and never raising.
 """
@@ -56,11 +58,17 @@ def standardize(y: np.ndarray) -> tuple[np.ndarray, float, float]:
         [-1.0, 1.0]
         >>> standardize(np.array([2.0, 2.0]))
         (array([0., 0.]), 2.0, 1.0)
+        >>> standardize(np.array([0.0, 1e300]))[0].tolist()  # no overflow in the moments
+        [-1.0, 1.0]
     """
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     if len(y) == 0:
         return y.copy(), 0.0, 1.0
-    mean, std = float(y.mean()), float(y.std())
+    big = float(np.abs(y).max())
+    if big > 1e150:  # y^2 would overflow: take the moments of y / max|y| instead
+        mean, std = (float(v) * big for v in (np.mean(y / big), np.std(y / big)))
+    else:
+        mean, std = float(y.mean()), float(y.std())
     std = std if std > 1e-12 * max(1.0, abs(mean)) else 1.0
     return (y - mean) / std, mean, std
 
@@ -121,6 +129,33 @@ def robust_cholesky(
     )
 
 
+def extend_cholesky(L: np.ndarray, K_np: np.ndarray, K_pp: np.ndarray) -> np.ndarray:
+    r"""Lower factor of ``[[K, K_np], [K_np^T, K_pp]]`` given ``L L^T = K``.
+
+    With ``B = L^{-1} K_np`` and ``S = K_pp - B^T B = L_S L_S^T`` (the Schur complement, factored
+    by :func:`robust_cholesky`):
+
+        [[K, K_np], [K_np^T, K_pp]] = [[L, 0], [B^T, L_S]] [[L, 0], [B^T, L_S]]^T
+
+    Args:
+        L: ``n x n`` lower factor (``n`` may be 0).
+        K_np: ``n x p`` cross-covariance; K_pp: ``p x p`` new block (noise on its diagonal).
+
+    Returns:
+        ``(n + p) x (n + p)`` lower factor.
+    """
+    import scipy.linalg
+    import torch
+
+    n, p = K_np.shape
+    B = scipy.linalg.solve_triangular(L, K_np, lower=True, check_finite=False) if n else K_np
+    S = K_pp - B.T @ B
+    L_S = robust_cholesky(torch.from_numpy(0.5 * (S + S.T)), label="Fantasy kernel block").numpy()
+    out = np.zeros((n + p, n + p))
+    out[:n, :n], out[n:, :n], out[n:, n:] = L, B.T, L_S
+    return out
+
+
 def jittered_cholesky_np(cov: np.ndarray, scale: float, tries: int = 8) -> np.ndarray:
     r"""Cholesky of ``cov + 1e-10 10^k scale I`` for the first ``k < tries`` that works.
 
@@ -139,6 +174,7 @@ def jittered_cholesky_np(cov: np.ndarray, scale: float, tries: int = 8) -> np.nd
 __all__ = [
     "JITTER_TRIES",
     "check_training_data",
+    "extend_cholesky",
     "jittered_cholesky_np",
     "robust_cholesky",
     "standardize",

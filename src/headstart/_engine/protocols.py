@@ -97,19 +97,19 @@ class Surrogate(Protocol):
         ...
 
 
-def fantasize(surrogate: Surrogate, posterior: Posterior, X_pending: np.ndarray) -> Posterior:
-    r"""The posterior after observing ``X_pending`` (``p x d``) at their posterior means.
+@runtime_checkable
+class FantasizingPosterior(Posterior, Protocol):
+    r"""A posterior that can condition on more observations without a refit (optional).
 
-    Surrogates may offer ``fantasize(posterior, X_pending)``; the batch issue will use it for
-    ``q > 1``. Until then the engine handles pending points by the constant liar.
-
-    Raises:
-        NotImplementedError: the surrogate offers no fantasies.
+    The engine conditions on pending points (other workers' running trials, earlier points of a
+    batch) through :meth:`fantasize`; posteriors without it make the engine refit the surrogate
+    on the data plus the pending points at the worst observed value (the constant liar).
     """
-    method = getattr(surrogate, "fantasize", None)
-    if method is None:
-        raise NotImplementedError(f"{type(surrogate).__name__} has no fantasize().")
-    return method(posterior, X_pending)
+
+    def fantasize(self, X: np.ndarray, y: np.ndarray) -> Posterior:
+        """This posterior after also observing ``y`` (in its own units) at ``X`` (``p x d``),
+        at the same hyperparameters."""
+        ...
 
 
 @runtime_checkable
@@ -125,4 +125,4 @@ class ModelCache(Protocol):
         ...
 
 
-__all__ = ["ModelCache", "Posterior", "Surrogate", "fantasize"]
+__all__ = ["FantasizingPosterior", "ModelCache", "Posterior", "Surrogate"]

@@ -182,6 +182,7 @@ class ScaMLPosterior:
         self.z_t = np.asarray(z_t, dtype=np.float64).reshape(-1)
         self.params = params
         self.ybar, self.scale = float(ybar), float(scale)
+        self._pruning = {"task_sd": task_sd, "prune_threshold": prune_threshold}
         w = np.asarray(params.weights, dtype=np.float64)
         if prune_threshold > 0.0 and len(w) and task_sd is not None:
             sd = np.asarray(task_sd, dtype=np.float64)
@@ -210,6 +211,19 @@ class ScaMLPosterior:
         else:
             self.L = np.zeros((0, 0))
             self.alpha = np.zeros(0)
+
+    def fantasize(self, X: np.ndarray, z: np.ndarray) -> ScaMLPosterior:
+        """This posterior after also observing ``z`` (normalized units) at ``X``, same parameters."""
+        X = np.asarray(X, dtype=np.float64).reshape(-1, len(self.is_cat))
+        return ScaMLPosterior(
+            self.meta,
+            np.concatenate([self.X_t, X]),
+            np.concatenate([self.z_t, np.asarray(z, dtype=np.float64).reshape(-1)]),
+            self.params,
+            self.ybar,
+            self.scale,
+            **self._pruning,
+        )
 
     # -- prior pieces ---------------------------------------------------------------------------
     def _test_kernel(self, X: np.ndarray) -> np.ndarray:
