@@ -25,6 +25,9 @@ fi
 # How to stop it: .ci/run calls this script on exit.
 printf '#!/usr/bin/env bash\n%s -D %q stop -m fast >/dev/null 2>&1\n' \
     "${RUN[*]} $PGBIN/pg_ctl" "$DIR/data" > "$DIR/stop"
-chmod +x "$DIR/stop"
+# How to restart it (the storage tests check that a study carries on across a server restart).
+printf '#!/usr/bin/env bash\n%s -D %q -l %q -w restart -m fast >/dev/null 2>&1\n' \
+    "${RUN[*]} $PGBIN/pg_ctl" "$DIR/data" "$DIR/log" > "$DIR/restart"
+chmod +x "$DIR/stop" "$DIR/restart"
 [ -n "${HEADSTART_PG_STOP_FILE:-}" ] && echo "$DIR/stop" > "$HEADSTART_PG_STOP_FILE"
 echo "postgresql+psycopg://headstart@127.0.0.1:$PORT/postgres"

@@ -105,8 +105,8 @@ def _report(rows: list[dict], out: Path, command: str) -> None:
         seq = stats.get((task, "believer", 1))
         ratio = f"{m['mean'] / seq['mean']:.2f}" if seq and seq["mean"] > 0 else "-"
         lines.append(
-            f"| {task} | {rule} | {k} | {m['seeds']} | {m['mean']:.4f} | {m['median']:.4f} | "
-            f"{ratio} | {m['auc']:.4f} | {m['ask']:.3f} |"
+            f"| {task} | {rule} | {k} | {m['seeds']} | {m['mean']:.3g} | {m['median']:.3g} | "
+            f"{ratio} | {m['auc']:.3g} | {m['ask']:.3f} |"
         )
     (out / "pending.md").write_text("\n".join(lines) + "\n")
     from matplotlib.figure import Figure

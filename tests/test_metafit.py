@@ -151,6 +151,23 @@ def test_batched_fit_equals_fitting_each_task_alone():
         )
 
 
+def test_chunked_fit_through_a_map_equals_the_batch_fit():
+    tasks = _tasks(np.random.default_rng(2), [6, 9, 14, 20, 33])
+    calls = []
+
+    def counting_map(function, payloads):
+        calls.append(len(payloads))
+        return [function(p) for p in payloads]
+
+    together = fit_meta_gps(tasks, IS_CAT, seed=3, n_restarts=2)
+    chunked = fit_meta_gps(tasks, IS_CAT, seed=3, n_restarts=2, map=counting_map, chunk_size=2)
+    assert calls == [3]  # 5 tasks in chunks of 2
+    np.testing.assert_allclose(
+        chunked.log_marginal_likelihoods, together.log_marginal_likelihoods, rtol=1e-6
+    )
+    np.testing.assert_allclose(chunked.params.lengthscales, together.params.lengthscales, rtol=1e-4)
+
+
 def test_restarts_never_worsen_the_map_objective():
     rng = np.random.default_rng(2)
     tasks = _tasks(rng, [8, 15, 15])

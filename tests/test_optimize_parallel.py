@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 
 import headstart as hs
@@ -151,3 +152,63 @@ def test_a_dask_cluster_runs_the_workers(tmp_path):
             study.optimize(failing, 2, n_workers=client, catch=(), show_progress=False)
     with pytest.raises(hs.InvalidSettingError, match="scheduler address"):
         study.optimize(task.objective, 2, n_workers="not an address")
+
+
+def _meta_source(n_tasks: int = 3):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frames = []
+    for m in range(n_tasks):
+        x, c = rng.random(12), rng.choice(["a", "b"], 12)
+        frames.append(pd.DataFrame({"x": x, "c": c, "value": (x - 0.3 - 0.1 * m) ** 2}))
+    return frames
+
+
+def test_workers_load_the_meta_fit_the_parent_made_once(tmp_path, monkeypatch):
+    from headstart._transfer import metafit
+
+    url = f"sqlite:///{tmp_path / 'prefit.db'}"
+    study = hs.create_study(
+        "prefit", _space(), storage=url, method="scaml", transfer_from=_meta_source(), seed=0
+    )
+    fits = []
+    original = metafit.fit_meta_gps
+    monkeypatch.setattr(
+        metafit, "fit_meta_gps", lambda *a, **k: fits.append(1) or original(*a, **k)
+    )
+    study.optimize(objective, 4, n_workers=2, show_progress=False)
+    assert fits == [1]  # the parent fitted; the two workers found it in the storage
+    assert sum(1 for t in study.trials if t.state == "complete") == 4
+
+
+def test_a_dask_cluster_spreads_a_large_meta_fit(tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from headstart import _parallel
+    from headstart._transfer import metafit
+
+    url = f"sqlite:///{tmp_path / 'dask-meta.db'}"
+    study = hs.create_study(
+        "m", _space(), storage=url, method="scaml", transfer_from=_meta_source(4), seed=0
+    )
+    original = metafit.fit_meta_gps
+    monkeypatch.setattr(
+        metafit, "fit_meta_gps", lambda *a, **k: original(*a, **{**k, "chunk_size": 2})
+    )
+    spread = []
+    dask_map = _parallel._dask_map
+
+    def recording_map(client):
+        run = dask_map(client)
+        return lambda function, payloads: spread.append(len(payloads)) or run(function, payloads)
+
+    monkeypatch.setattr(_parallel, "_dask_map", recording_map)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        study.optimize(objective, 2, n_workers=client, show_progress=False)
+    assert spread == [2]  # 4 meta-tasks in 2 chunks, fitted on the Dask workers
+    assert sum(1 for t in study.trials if t.state == "complete") == 2

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +56,26 @@ def test_concurrent_writers_never_share_a_number_on_postgres():
         t.join()
     assert sorted(numbers) == list(range(40))
     stores[0].delete_study(name)
+
+
+def _restart_script() -> Path | None:
+    stop_file = os.environ.get("HEADSTART_PG_STOP_FILE")
+    if not stop_file or not Path(stop_file).exists():
+        return None
+    script = Path(Path(stop_file).read_text().strip()).with_name("restart")
+    return script if script.exists() else None
+
+
+def test_a_study_carries_on_across_a_server_restart():
+    script = _restart_script()
+    if script is None:
+        pytest.skip("no restart script from .ci/start_postgres.sh (HEADSTART_PG_STOP_FILE)")
+    name = f"pg-restart-{uuid.uuid4().hex[:8]}"
+    space = hs.SearchSpace({"x": hs.Float(-1.0, 1.0)})
+    study = hs.create_study(name, space, storage=URL, method="gp", seed=0, n_initial=3)
+    study.optimize(lambda p: p["x"] ** 2, 4, show_progress=False)
+    subprocess.run([str(script)], check=True, timeout=60)  # pooled connections are now dead
+    study.optimize(lambda p: p["x"] ** 2, 4, show_progress=False)
+    trials = hs.load_study(name, URL).trials
+    assert len(trials) == 8 and all(t.state == "complete" for t in trials)
+    hs.delete_study(name, URL)

@@ -36,6 +36,8 @@ class BuildContext:
         cache: A :class:`~headstart._engine.protocols.ModelCache` for fitted meta-models.
         kernel: ``"matern"``, ``"auto"`` or a kernel expression.
         kernel_search: Options of ``kernel="auto"`` (a mapping).
+        map: ``map(function, payloads)`` that runs pieces of a large fit elsewhere (a Dask
+            cluster); ``None`` runs everything in this process.
     """
 
     is_cat: np.ndarray
@@ -45,6 +47,7 @@ class BuildContext:
     cache: Any = None
     kernel: str = "matern"
     kernel_search: Any = None
+    map: Callable[[Callable, list], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class MethodSpec:
         ucb_beta: Default UCB ``beta``.
         initial_design: Start with a Sobol design (``False``: the model is used from trial 1).
         kernels: Accepts ``kernel="auto"`` or an expression.
+        prefit: ``BuildContext -> None``: fits and caches what every process of the study
+            shares (meta-task GPs), so that parallel workers load it instead of each fitting it.
     """
 
     name: str
@@ -73,6 +78,7 @@ class MethodSpec:
     ucb_beta: float = UCB_BETA
     initial_design: bool = True
     kernels: bool = False
+    prefit: Callable[[BuildContext], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.sources not in SOURCES:
@@ -140,6 +146,13 @@ def _build_gp(ctx: BuildContext):
     )
 
 
+def _prefit_meta_gps(ctx: BuildContext):
+    """The meta-task GPs from the model cache, fitted (spread by ``ctx.map``) and cached if new."""
+    from headstart._transfer.cache import cached_meta_gps
+
+    return cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache, map=ctx.map)
+
+
 def _transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[BuildContext], Any]:
     """A builder of ``headstart._transfer.<module>.<name>``; ``meta_gps``: it takes the cached
     meta-task GPs (ScaML-GP, and RGPE whose base models are the same GPs)."""
@@ -148,9 +161,7 @@ def _transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[Bu
         model = getattr(importlib.import_module(f"headstart._transfer.{module}"), name)
         kwargs = {}
         if meta_gps:
-            from headstart._transfer.cache import cached_meta_gps
-
-            kwargs["meta"] = cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache)
+            kwargs["meta"] = _prefit_meta_gps(ctx)
         return model(
             ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic, **kwargs
         )
@@ -193,6 +204,7 @@ for _name, _module, _class, _meta_gps, _description in (
             _name,
             description=_description,
             build=_transfer_builder(_module, _class, meta_gps=_meta_gps),
+            prefit=_prefit_meta_gps if _meta_gps else None,
             **_TRANSFER,
         )
     )

@@ -61,6 +61,7 @@ def optimize_in_processes(
     callbacks: Sequence[Callable],
     show_progress: bool,
     worker: Callable[..., Any],
+    prefit: Callable[[Callable | None], None] | None = None,
 ) -> None:
     """Split ``n_trials`` over worker processes and wait for them.
 
@@ -69,6 +70,8 @@ def optimize_in_processes(
     runs the loop, wherever the cluster runs (SSH, Kubernetes, SLURM via dask-jobqueue).
     ``worker(url, name, func, n_trials, timeout, catch, callbacks)`` is a module-level function
     that runs one process's loop (the study layer passes it, so this module needs no study).
+    ``prefit(map)`` fits what every worker shares (meta-task GPs) once, before they start, spread
+    over the Dask cluster by ``map`` (``None`` for local processes: one fit in this process).
     """
     url = check_parallel(study, func, callbacks)
     if isinstance(n_workers, int):
@@ -87,6 +90,8 @@ def optimize_in_processes(
 
     shares = [s for s in (n_trials // k + (i < n_trials % k) for i in range(k)) if s]
     try:
+        if prefit is not None:
+            prefit(None if isinstance(n_workers, int) else _dask_map(client))
         futures = [
             submit(worker, url, study.name, func, s, timeout, catch, tuple(callbacks))
             for s in shares
@@ -108,6 +113,15 @@ def _local_context() -> Any:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(list(_PRELOAD))
     return ctx
+
+
+def _dask_map(client: Any) -> Callable[[Callable, list], list]:
+    """``map(function, payloads)`` over the Dask cluster, results in order."""
+
+    def dask_map(function: Callable, payloads: list) -> list:
+        return client.gather(client.map(function, payloads, pure=False))
+
+    return dask_map
 
 
 def _dask_client(target: Any) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -115,15 +115,7 @@ class Strategy:
             from headstart._engine.engine import BOEngine, DimSpec
 
             dims = [DimSpec(kind=c.kind, grid=c.grid) for c in self.space.columns]
-            context = BuildContext(
-                is_cat=np.array([c.kind == "categorical" for c in self.space.columns]),
-                seed=self.seed,
-                deterministic=self.config.deterministic,
-                meta_tasks=tuple(self.meta_tasks),
-                cache=self.cache,
-                kernel=self.config.kernel,
-                kernel_search=self.config.kernel_search,
-            )
+            context = self._context()
             self._engine = BOEngine(
                 dims,
                 lambda: self._restored(self.spec.build(context)),
@@ -131,6 +123,27 @@ class Strategy:
                 ucb_beta=self.ucb_beta,
             )
         return self._engine
+
+    def _context(self, map: Callable | None = None) -> BuildContext:
+        return BuildContext(
+            is_cat=np.array([c.kind == "categorical" for c in self.space.columns]),
+            seed=self.seed,
+            deterministic=self.config.deterministic,
+            meta_tasks=tuple(self.meta_tasks),
+            cache=self.cache,
+            kernel=self.config.kernel,
+            kernel_search=self.config.kernel_search,
+            map=map,
+        )
+
+    def prefit(self, map: Callable | None = None) -> None:
+        """Fit and cache what all processes of the study share (meta-task GPs), once, here.
+
+        Called before parallel workers start, so they load the fit from the storage instead of
+        each fitting it at the same moment; ``map`` spreads a large fit over a Dask cluster.
+        """
+        if self.spec.prefit is not None:
+            self.spec.prefit(self._context(map))
 
     def _restored(self, surrogate):
         """``surrogate`` with the warm-start state the study saved last (a resumed study then

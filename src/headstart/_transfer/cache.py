@@ -9,7 +9,7 @@ depend on which study fitted it first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -26,8 +26,18 @@ def meta_gps_key(meta_tasks: Sequence, is_cat: np.ndarray) -> str:
     return f"{META_GPS_VERSION}/{mask}/{data_hash(meta_tasks)}"
 
 
-def cached_meta_gps(meta_tasks: Sequence, is_cat: np.ndarray, cache: ModelCache | None = None):
-    """The meta GPs for ``meta_tasks``: from ``cache`` if there, else fitted and stored."""
+def cached_meta_gps(
+    meta_tasks: Sequence,
+    is_cat: np.ndarray,
+    cache: ModelCache | None = None,
+    *,
+    map: Callable[[Callable, list], Iterable] | None = None,
+):
+    """The meta GPs for ``meta_tasks``: from ``cache`` if there, else fitted and stored.
+
+    ``map`` spreads a large fit over other processes (see :func:`~headstart._transfer.metafit.
+    fit_meta_gps`).
+    """
     from headstart._transfer.metafit import MetaGPs, fit_meta_gps
 
     key = meta_gps_key(meta_tasks, is_cat) if cache is not None else None
@@ -35,7 +45,7 @@ def cached_meta_gps(meta_tasks: Sequence, is_cat: np.ndarray, cache: ModelCache 
         stored = cache.get_cache(key)
         if stored is not None:
             return MetaGPs.from_json(stored, meta_tasks, is_cat)
-    meta = fit_meta_gps(meta_tasks, is_cat, seed=META_FIT_SEED)
+    meta = fit_meta_gps(meta_tasks, is_cat, seed=META_FIT_SEED, map=map)
     if cache is not None:
         cache.put_cache(key, "meta-gps", meta.to_json())
     return meta

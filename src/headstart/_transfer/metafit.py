@@ -35,7 +35,7 @@ large task does not make every small one cubic in the large size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -368,6 +368,8 @@ def fit_meta_gps(
     n_restarts: int = 5,
     init: MetaGPParams | None = None,
     prior: SEHyperPrior = META_HYPERPRIOR,
+    map: Callable[[Callable, list], Iterable] | None = None,
+    chunk_size: int = 256,
 ) -> MetaGPs:
     r"""Fit one independent zero-mean SE-ARD GP per meta-task by MAP, all tasks in one batch.
 
@@ -382,6 +384,11 @@ def fit_meta_gps(
         init: First start per task (e.g. an earlier fit); default ``ell = 0.5, s = 1,
             sigma^2 = 1e-3`` (``prior.initial``) for every task.
         prior: The hyperprior object (default the paper's, App. C.5).
+        map: ``map(function, payloads)`` to fit chunks of ``chunk_size`` tasks elsewhere (for
+            example on a Dask cluster); ``None`` fits every task here, in one batch. The tasks'
+            fits are independent and each keeps its starting points, so the result does not
+            depend on the chunking beyond rounding.
+        chunk_size: Tasks per chunk when ``map`` is given.
 
     Returns:
         The fitted :class:`MetaGPs`.
@@ -397,9 +404,27 @@ def fit_meta_gps(
     Xs, ys, task_names = _unpack_tasks(tasks, is_cat, names)
     y_mean, y_std = _standardize(ys)
     zs = [(y - mu) / sd for y, mu, sd in zip(ys, y_mean, y_std, strict=True)]
-    M, d, S = len(Xs), len(is_cat), 1 + int(n_restarts)
-    rng = np.random.default_rng(seed)
-    x0 = _starts(M, d, init, int(n_restarts), rng, prior).reshape(M * S, d + 2)
+    M, d = len(Xs), len(is_cat)
+    x0 = _starts(M, d, init, int(n_restarts), np.random.default_rng(seed), prior)
+    if map is None or chunk_size >= M:
+        best = _fit_batch((Xs, zs, is_cat, x0, prior))
+    else:  # chunks of tasks fitted elsewhere; every task keeps its own starting points
+        chunks = [np.arange(i, min(i + chunk_size, M)) for i in range(0, M, chunk_size)]
+        payloads = [([Xs[m] for m in c], [zs[m] for m in c], is_cat, x0[c], prior) for c in chunks]
+        best = np.concatenate(list(map(_fit_batch, payloads)))
+    params = MetaGPParams.from_raw(best)
+    return MetaGPs._build(Xs, zs, is_cat, params, task_names, y_mean, y_std)
+
+
+def _fit_batch(payload: tuple) -> np.ndarray:
+    """MAP fits of a batch of tasks from their starts: ``M x (d + 2)`` best raw parameters.
+
+    ``payload = (Xs, zs, is_cat, x0, prior)`` with ``x0`` of shape ``M x S x (d + 2)``; one
+    picklable argument, so chunks of a large meta-fit can be sent to other processes.
+    """
+    Xs, zs, is_cat, x0, prior = payload
+    M, S, d = len(Xs), x0.shape[1], len(is_cat)
+    x0 = x0.reshape(M * S, d + 2)
     is_cat_t = torch.from_numpy(is_cat)
 
     n_all = np.array([len(z) for z in zs])
@@ -444,8 +469,7 @@ def fit_meta_gps(
         )
     per_datum = np.where(np.isfinite(per_datum), per_datum, np.inf).reshape(M, S)
     best = per_datum.argmin(axis=1)
-    params = MetaGPParams.from_raw(raw.reshape(M, S, d + 2)[np.arange(M), best])
-    return MetaGPs._build(Xs, zs, is_cat, params, task_names, y_mean, y_std)
+    return raw.reshape(M, S, d + 2)[np.arange(M), best]
 
 
 # --- fitted meta-GPs --------------------------------------------------------------------------

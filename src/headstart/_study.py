@@ -1,0 +1,572 @@
+r"""The :class:`Study`: the ask/tell loop over a search space, persisted in a storage.
+
+Create or open one with :func:`headstart.study.create_study` / :func:`~headstart.study.
+load_study`. ``ask()`` reserves a trial row, then fills in the strategy's suggestion (see
+``docs/ARCHITECTURE.md``, "Path of one suggestion"); ``tell()`` records the result in one
+transaction; ``optimize()`` runs the loop, in this process or in worker processes
+(:mod:`headstart._parallel`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
+
+from headstart._config import StudyConfig
+from headstart._heartbeat import Heartbeat
+from headstart._strategy import Strategy
+from headstart._trial import Trial, check_value, failure_attrs, rows_from
+from headstart._trial_cache import TrialCache, params_key
+from headstart.exceptions import (
+    HeadstartWarning,
+    InvalidSettingError,
+    InvalidValueError,
+    NoCompletedTrialsError,
+    SearchSpaceError,
+    UnknownTrialError,
+)
+from headstart.pibo import JointDensity, UserBelief
+from headstart.space import SearchSpace
+from headstart.storage import TrialRecord, TrialState, get_storage
+from headstart.storage.meta_data import load_meta_data
+
+if TYPE_CHECKING:
+    from headstart.storage.sql import Storage
+
+_DUPLICATE_RETRIES = 10  # re-suggestions when concurrent workers took the same configuration
+
+
+class Study:
+    """A named optimisation run. Create one with :func:`create_study` or :func:`load_study`."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        study_id: int,
+        prior_density: JointDensity | None = None,
+        *,
+        heartbeat_interval: float | None = None,
+        grace_period: float | None = None,
+    ) -> None:
+        self._storage = storage
+        record = storage.get_study_by_id(study_id)
+        self._id = record.study_id
+        self.name: str = record.name
+        self.direction: str = record.direction
+        self.space = SearchSpace.from_json(record.space)
+        self.config = StudyConfig.from_json(record.settings)
+        if heartbeat_interval is not None or grace_period is not None:  # this process only
+            self.config = dataclasses.replace(
+                self.config,
+                heartbeat_interval=heartbeat_interval or self.config.heartbeat_interval,
+                grace_period=grace_period or self.config.grace_period,
+            )
+        self._heartbeats: dict[int, Heartbeat] = {}
+        self._trial_cache = TrialCache(storage, self._id)
+        transfer = self.config.transfer
+        if self.config.prior_density and prior_density is None:
+            warnings.warn(
+                f"Study {self.name!r} was created with a prior_density, which is not stored; "
+                "pass prior_density=... to load_study to keep using it.",
+                HeadstartWarning,
+                stacklevel=3,
+            )
+        self._belief = UserBelief(self.space, prior_density) if self.config.use_priors else None
+        self._strategy = Strategy(
+            self.space,
+            self.config,
+            belief=self._belief,
+            meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
+            cache=storage,
+            # the creation time tells apart a study that reuses a deleted one's id
+            state_key=f"surrogate-state/{self._id}/{record.created_at.isoformat()}",
+        )
+
+    def __repr__(self) -> str:
+        return f"Study(name={self.name!r}, direction={self.direction!r}, storage={self._storage.url!r})"
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The study's configuration as stored (:meth:`StudyConfig.to_json`)."""
+        return self.config.to_json()
+
+    @property
+    def kernel_expression(self) -> str | None:
+        """The searched or given GP kernel (``kernel="auto"`` or an expression), else ``None``.
+
+        Before this session's first suggestion it is the kernel of the latest asked trial.
+        """
+        current = self._strategy.kernel_expression
+        if current is not None or self.config.kernel == "matern":
+            return current
+        for record in reversed(self._storage.get_trials(self._id)):
+            if "kernel" in record.user_attrs:
+                return record.user_attrs["kernel"]
+        return None
+
+    @property
+    def n_initial(self) -> int:
+        """Size of the initial (Sobol) design; imported trials count toward it."""
+        return self._strategy.n_initial
+
+    # --- ask / tell ------------------------------------------------------------------------------
+    def _to_max(self, value: float) -> float:
+        return -value if self.direction == "minimize" else value
+
+    @overload
+    def ask(self) -> Trial: ...
+
+    @overload
+    def ask(self, n: int) -> list[Trial]: ...
+
+    def ask(self, n: int | None = None) -> Trial | list[Trial]:
+        """Create a running trial with the next configuration to evaluate (``n`` of them).
+
+        Enqueued configurations come first (oldest first); then the initial design; then the
+        model's suggestion. The trial's row is *reserved* first (its number assigned by the
+        storage in one transaction), and the suggestion is seeded by that number and sees every
+        other running trial, so workers asking at the same moment get different design points
+        and random draws. Filling in the configuration refuses an exact duplicate of another
+        trial's (one transaction); the suggestion is then redone with that trial as pending.
+
+        Args:
+            n: Return a batch of ``n`` distinct configurations to evaluate at once (a list).
+                They are chosen greedily on one model fit: each sees the ones before it (and
+                other workers' running trials) as pending fantasies at the posterior mean
+                (Kriging believer, Ginsbourger et al. 2010), with every method, transfer and
+                piBO included.
+        """
+        if n is None:
+            return self._ask_one()
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidSettingError(f"n must be an integer >= 1 (a batch size); got {n!r}.")
+        with self._strategy.batch():
+            return [self._ask_one() for _ in range(n)]
+
+    def _ask_one(self) -> Trial:
+        t0 = time.perf_counter()
+        beats = self.config.heartbeat_interval is not None
+        if beats:  # fail the trials of workers that stopped beating (their configs free again)
+            self._storage.fail_stale_trials(
+                self._id, self.config.stale_after, reenqueue=self.config.reenqueue_stale
+            )
+        _, unfinished = self._trial_cache.refresh()
+        if any(r.state == TrialState.WAITING for r in unfinished):
+            claimed = self._storage.claim_waiting_trial(self._id, heartbeat=beats)
+            if claimed is not None:  # atomic: one worker gets it
+                return self._started(Trial._from_record(claimed))
+        reserved = self._storage.create_trial(
+            self._id, state=TrialState.RUNNING, params={}, source="ask", heartbeat=beats
+        )
+        try:
+            return self._started(self._fill(reserved, t0))
+        except BaseException:
+            self._storage.finish_trial(reserved.trial_id, state=TrialState.FAILED, value=None)
+            raise
+
+    def _started(self, trial: Trial) -> Trial:
+        if self.config.heartbeat_interval is not None:
+            self._heartbeats[trial.trial_id] = Heartbeat(
+                self._storage, trial.trial_id, self.config.heartbeat_interval
+            )
+        return trial
+
+    def _fill(self, reserved: TrialRecord, t0: float) -> Trial:
+        refused: list[dict[str, Any]] = []  # taken by concurrent workers in the meantime
+        for attempt in range(_DUPLICATE_RETRIES + 1):
+            finished, unfinished = self._trial_cache.refresh()
+            done = [] if not self._strategy.spec.model_based else finished  # random needs none
+            done = [r for r in done if r.state == TrialState.COMPLETE and r.params]
+            running = [r.params for r in unfinished if r.state == TrialState.RUNNING and r.params]
+            design_index = 0
+            if len(done) < self._strategy.n_initial:  # the Sobol index of this trial
+                design_index = sum(
+                    1
+                    for r in (*finished, *unfinished)
+                    if r.params and r.source == "ask" and r.number < reserved.number
+                )
+            params = self._strategy.suggest(
+                [r.params for r in done],
+                [self._to_max(r.value) for r in done],
+                design_index=design_index,
+                trial_number=reserved.number,
+                pending=running + refused,
+                retry=attempt,
+            )
+            params = self.space.validate(params)
+            attrs: dict[str, Any] = {"seconds_suggest": time.perf_counter() - t0}
+            if self._strategy.kernel_expression is not None:
+                attrs["kernel"] = self._strategy.kernel_expression
+            unique = attempt < _DUPLICATE_RETRIES  # a tiny space may hold no unseen point
+            key = params_key(params)
+            seen = key in self._trial_cache.finished_keys or key in map(params_key, running)
+            if not (unique and seen) and self._storage.set_trial_params(
+                reserved.trial_id,
+                params,
+                user_attrs=attrs,
+                unique=unique,
+                after_number=self._trial_cache.max_number,
+                recheck_ids=[r.trial_id for r in unfinished],  # may have got params since
+            ):
+                return Trial._from_record(self._storage.get_trial(reserved.trial_id))
+            refused.append(params)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _record_for(self, trial: Trial | int) -> TrialRecord:
+        if isinstance(trial, Trial):
+            try:
+                record = self._storage.get_trial(trial.trial_id)
+            except UnknownTrialError:
+                record = None
+            if record is None or record.study_id != self._id:
+                raise UnknownTrialError(
+                    f"Trial {trial.number} does not belong to study {self.name!r}; tell each trial "
+                    "to the study that asked it."
+                )
+            return record
+        if isinstance(trial, bool) or not isinstance(trial, int):
+            raise UnknownTrialError(f"Expected a Trial or a trial number; got {trial!r}.")
+        for record in self._storage.get_trials(self._id):
+            if record.number == trial:
+                return record
+        raise UnknownTrialError(f"Study {self.name!r} has no trial number {trial}.")
+
+    def tell(self, trial: Trial | int, value: Any = None, *, failed: bool = False) -> Trial:
+        """Record the result of a trial (one transaction).
+
+        Args:
+            trial: The trial returned by :meth:`ask`, or its number.
+            value: The objective value, a finite real number (omit it with ``failed=True``).
+            failed: Mark the evaluation as failed; the model ignores failed trials.
+
+        Raises:
+            InvalidValueError: NaN, inf or a non-number (the trial stays running, nothing written).
+            UnknownTrialError: the trial does not belong to this study.
+            TrialAlreadyFinishedError: the trial was told before.
+        """
+        return self._tell(trial, value, failed=failed)
+
+    def _tell(
+        self,
+        trial: Trial | int,
+        value: Any = None,
+        *,
+        failed: bool = False,
+        user_attrs: dict[str, Any] | None = None,
+    ) -> Trial:
+        record = self._record_for(trial)
+        if failed and value is not None:
+            raise InvalidValueError("Pass either a value or failed=True, not both.")
+        state = TrialState.FAILED if failed else TrialState.COMPLETE
+        checked = None if failed else check_value(value)  # a bad value changes nothing
+        heartbeat = self._heartbeats.pop(record.trial_id, None)
+        if heartbeat is not None:
+            heartbeat.stop()
+        finished = self._storage.finish_trial(
+            record.trial_id, state=state, value=checked, user_attrs=user_attrs
+        )
+        return Trial._from_record(finished)
+
+    def optimize(
+        self,
+        func: Callable[[dict[str, Any]], float],
+        n_trials: int,
+        *,
+        timeout: float | None = None,
+        callbacks: Sequence[Callable[[Study, Trial], None]] = (),
+        n_workers: int | Any = 1,
+        show_progress: bool = True,
+        catch: tuple[type[BaseException], ...] = (Exception,),
+    ) -> Study:
+        """Run ``n_trials`` evaluations of ``func(params) -> value``.
+
+        An evaluation that raises one of ``catch`` (or returns NaN, inf or a non-number) is
+        recorded as a failed trial with a warning, and the study carries on. Completed trials are
+        committed one by one, so an interrupted run loses at most the trial in flight.
+
+        Args:
+            func: The objective; receives the configuration dict.
+            n_trials: Number of evaluations to run now.
+            timeout: Start no new trial after this many seconds (trials in flight finish).
+            callbacks: Called as ``callback(study, trial)`` after each finished trial (in the
+                worker processes when ``n_workers > 1``).
+            n_workers: Local worker processes evaluating at once (forked from a preloaded fork
+                server), or a ``dask.distributed.Client`` / scheduler address to run one worker
+                loop per Dask worker. Workers share the study through its storage, which must be
+                a file or a server reachable from them, and ``func`` must be a module-level
+                function.
+            show_progress: Show a rich progress bar (trials, best value) on stderr.
+            catch: Exceptions recorded as failed trials instead of stopping the run.
+        """
+        if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 0:
+            raise InvalidSettingError(f"n_trials must be a non-negative integer; got {n_trials!r}.")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise InvalidSettingError(f"timeout must be a number of seconds > 0; got {timeout!r}.")
+        local = isinstance(n_workers, int) and not isinstance(n_workers, bool)
+        if (local and n_workers < 1) or isinstance(n_workers, bool | float):
+            raise InvalidSettingError(f"n_workers must be an integer >= 1; got {n_workers!r}.")
+        if not local or n_workers > 1:
+            from headstart._parallel import optimize_in_processes
+
+            optimize_in_processes(
+                self,
+                func,
+                n_trials,
+                n_workers=n_workers,
+                timeout=timeout,
+                catch=catch,
+                callbacks=callbacks,
+                show_progress=show_progress,
+                worker=optimize_worker,
+                prefit=self._strategy.prefit,
+            )
+            return self
+        from headstart._progress import TrialProgress
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with TrialProgress(n_trials, self, enabled=show_progress) as progress:
+            for _ in range(n_trials):
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                trial = self._evaluate(func, catch)
+                for callback in callbacks:
+                    callback(self, trial)
+                progress.advance(trial.value, trial.user_attrs.get("seconds_suggest"))
+        return self
+
+    def _evaluate(
+        self, func: Callable[[dict[str, Any]], float], catch: tuple[type[BaseException], ...]
+    ) -> Trial:
+        trial = self.ask()
+        try:
+            value = check_value(func(trial.params))
+        except catch as e:
+            warnings.warn(f"Trial {trial.number} failed: {e!r}", HeadstartWarning, stacklevel=3)
+            return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
+        except BaseException as e:
+            self._tell(trial, failed=True, user_attrs=failure_attrs(e))
+            raise
+        return self.tell(trial, value)
+
+    # --- user-provided configurations ------------------------------------------------------------
+    def enqueue(self, params: Mapping[str, Any], *, skip_if_exists: bool = False) -> Trial:
+        """Schedule a configuration of your choice; the next :meth:`ask` returns it.
+
+        With ``skip_if_exists``, a configuration some trial already has (enqueued, running,
+        complete or failed) is not enqueued again; that trial is returned instead.
+        """
+        params = self.space.validate(params)
+        if skip_if_exists:
+            for record in self._storage.get_trials(self._id):
+                if record.params == params:
+                    return Trial._from_record(record)
+        record = self._storage.create_trial(
+            self._id, state=TrialState.WAITING, params=params, source="enqueue"
+        )
+        return Trial._from_record(record)
+
+    def add_trials(self, trials: Iterable[Any]) -> list[Trial]:
+        """Import finished evaluations; they count toward the initial design, not on top of it.
+
+        Args:
+            trials: ``(params, value)`` pairs, dicts ``{"params": ..., "value": ...}``, or a pandas
+                DataFrame with a ``value`` column and one column per parameter (``x`` or
+                ``params_x``, so a :meth:`trials_dataframe` export, headstart's or Optuna's,
+                imports as it is: rows whose ``state`` is not complete are skipped). Columns
+                that are neither parameters nor export metadata are refused.
+
+        All rows are validated before anything is written; the import is one transaction.
+        """
+        rows = rows_from(trials, list(self.space))
+        prepared = []
+        for i, (params, value) in enumerate(rows):
+            try:
+                prepared.append(
+                    {
+                        "state": TrialState.COMPLETE,
+                        "params": self.space.validate(params),
+                        "value": check_value(value),
+                        "source": "import",
+                    }
+                )
+            except (InvalidValueError, SearchSpaceError, ValueError) as e:
+                raise type(e)(f"Row {i} of add_trials: {e}") from e
+        records = self._storage.create_trials(self._id, prepared)
+        return [Trial._from_record(r) for r in records]
+
+    # --- results -----------------------------------------------------------------------------------
+    @property
+    def trials(self) -> list[Trial]:
+        """All trials, ordered by number."""
+        return [Trial._from_record(r) for r in self._storage.get_trials(self._id)]
+
+    @property
+    def best_trial(self) -> Trial:
+        """The completed trial with the best value (in the study's direction)."""
+        done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
+        if not done:
+            raise NoCompletedTrialsError(
+                f"Study {self.name!r} has no completed trial yet; tell a value first."
+            )
+        best = max(done, key=lambda r: self._to_max(r.value))
+        return Trial._from_record(best)
+
+    @property
+    def best_value(self) -> float:
+        return self.best_trial.value
+
+    @property
+    def best_params(self) -> dict[str, Any]:
+        return self.best_trial.params
+
+    def prior_weight(self) -> float:
+        r"""piBO's current exponent ``beta / n``: how strongly the next suggestion follows the priors.
+
+        ``n`` counts BO steps after the initial design (``n = 1`` at the first), so the weight
+        decays as ``beta, beta / 2, beta / 3, ...``; 0 when the study has no priors, was created
+        with ``use_priors=False`` or ``prior_strength=0``.
+        """
+        records = self._storage.get_trials(self._id)
+        n = sum(1 for r in records if r.state in (TrialState.COMPLETE, TrialState.RUNNING))
+        return self._strategy.prior_exponent(n)
+
+    def acquisition_slice(
+        self, param: str, param2: str | None = None, *, points: int = 101
+    ) -> dict[str, Any]:
+        r"""The prior, the plain acquisition and the piBO acquisition on a 1-D or 2-D slice.
+
+        The slice varies ``param`` (and ``param2``) over its range with every other parameter at
+        the best trial's value; the model is the one the next suggestion would use.
+
+        Returns:
+            A dict with ``"params"`` (the varied names), ``"grid"`` (a list of value arrays, one
+            per varied parameter), ``"prior"`` (``log pi``), ``"acquisition"``, ``"pibo"`` (both in
+            the criterion's units: log for LogEI and shifted UCB; ``None`` when piBO is off),
+            ``"kind"`` and ``"exponent"`` (``beta / n``); 2-D slices hold ``points x points``
+            arrays.
+
+        Raises:
+            NoCompletedTrialsError: nothing to fit yet.
+            InvalidSettingError: an unknown or fixed parameter, or ``method="random"``.
+        """
+        names = [param] if param2 is None else [param, param2]
+        free = [c.name for c in self.space.columns]
+        for name in names:
+            if name not in free:
+                raise InvalidSettingError(
+                    f"Cannot slice along {name!r}: choose one of the free parameters {free}."
+                )
+        if len(set(names)) != len(names):
+            raise InvalidSettingError("param and param2 must differ.")
+        done = [t for t in self.trials if t.state == "complete"]
+        if not done:
+            raise NoCompletedTrialsError(
+                f"Study {self.name!r} has no completed trial; the acquisition needs data."
+            )
+        plain, pibo = self._strategy.criteria(
+            [t.params for t in done], [self._to_max(t.value) for t in done]
+        )
+        base = self.space.encode([self.best_params])[0]
+        axes = []
+        for name in names:
+            column = self.space.columns[free.index(name)]
+            axes.append(column.grid if column.grid is not None else np.linspace(0, 1, points))
+        mesh = np.meshgrid(*axes, indexing="ij")
+        U = np.repeat(base[None, :], mesh[0].size, axis=0)
+        for name, values in zip(names, mesh, strict=True):
+            U[:, free.index(name)] = values.ravel()
+        decoded = self.space.decode(U)
+        shape = mesh[0].shape
+        belief = self._strategy.belief
+        log_prior = belief.log_pdf(U) if belief is not None else self.space.prior_log_pdf(U)
+        return {
+            "params": names,
+            "grid": [np.array([c[n] for c in decoded], dtype=object).reshape(shape) for n in names],
+            "prior": log_prior.reshape(shape),
+            "acquisition": plain.value(U).reshape(shape),
+            "pibo": None if pibo is None else pibo.value(U).reshape(shape),
+            "kind": plain.kind,
+            "exponent": 0.0 if pibo is None or pibo.prior is None else pibo.prior.exponent,
+        }
+
+    @property
+    def belief(self) -> UserBelief | None:
+        """The user's belief piBO uses (``None`` when piBO is off)."""
+        return self._strategy.belief
+
+    def transfer_report(self):
+        """Each source's learned weight given the completed trials (transfer methods only).
+
+        Returns:
+            A :class:`headstart.transfer.TransferReport`.
+
+        Raises:
+            InvalidSettingError: the study does not use a transfer method.
+        """
+        from headstart.transfer import TransferReport
+
+        if not self.config.spec.uses_sources:
+            raise InvalidSettingError(
+                f"Study {self.name!r} uses method={self.config.method!r}, which learns "
+                "nothing from earlier tasks; create it with method='scaml' and transfer_from=... ."
+            )
+        done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
+        surrogate = self._strategy.conditioned_surrogate(
+            [r.params for r in done], [self._to_max(r.value) for r in done]
+        )
+        diagnostics = surrogate.diagnostics()
+        return TransferReport(
+            study=self.name,
+            method=self.config.method,
+            n_trials=len(done),
+            weights=diagnostics["weights"],
+            residual_variance=diagnostics.get("residual_variance"),
+        )
+
+    def trials_dataframe(self):
+        """A pandas DataFrame with one row per trial and one ``params_<name>`` column per parameter."""
+        import pandas as pd
+
+        rows = []
+        for t in self.trials:
+            row = {"number": t.number, "state": t.state, "value": t.value, "source": t.source}
+            row.update({f"params_{k}": v for k, v in t.params.items()})
+            row["datetime_start"] = t.created_at
+            row["datetime_complete"] = t.finished_at
+            row["seconds_suggest"] = t.user_attrs.get("seconds_suggest")
+            rows.append(row)
+        columns = ["number", "state", "value", "source"]
+        columns += [f"params_{k}" for k in self.space]
+        columns += ["datetime_start", "datetime_complete", "seconds_suggest"]
+        return pd.DataFrame(rows, columns=columns)
+
+
+def optimize_worker(
+    url: str,
+    name: str,
+    func: Callable,
+    n_trials: int,
+    timeout: float | None,
+    catch: tuple,
+    callbacks: Sequence[Callable],
+) -> int:
+    """One worker process of ``optimize(n_workers=k)``: load the study, run its share."""
+    store = get_storage(url)
+    Study(store, store.get_study(name).study_id).optimize(
+        func, n_trials, timeout=timeout, callbacks=callbacks, catch=catch, show_progress=False
+    )
+    return n_trials
+
+
+__all__ = ["Study", "optimize_worker"]
