@@ -273,7 +273,8 @@ def test_hpo_families_are_registered_without_loading_tables():
     from headstart.benchmarks import hpo_tables
 
     names = [n for n in TASKS if n.startswith(("fcnet-", "hpobench-mlp-"))]
-    assert len(names) == 12 and "fcnet-protein" in names and "hpobench-mlp-credit-g" in names
+    assert len(names) == 12 * 3  # each dataset held out with all, 1 or 2 other datasets
+    assert {"fcnet-protein", "hpobench-mlp-credit-g", "fcnet-protein-s1"} <= set(names)
     assert get_task("fcnet-slice").space == hpo_tables.table_space("fcnet")
     assert [p.high + 1 for p in get_task("fcnet-slice").space.values()] == [4, 3, 3, 6, 6, 6]
     assert [p.high + 1 for p in get_task("hpobench-mlp-car").space.values()] == [10, 10, 3, 10, 10]
@@ -406,3 +407,11 @@ def test_register_task_accepts_a_family():
         assert get_task("test-h3-family") is family
     finally:
         TASKS.pop("test-h3-family")
+
+
+def test_few_source_families_draw_a_subset_of_the_other_datasets():
+    one = [get_task("hpobench-mlp-car-s2").instance(s) for s in range(4)]
+    assert all(len(t.meta_tasks) == 2 for t in one)
+    assert "car" not in {m.name for t in one for m in t.meta_tasks}
+    assert len({tuple(m.name for m in t.meta_tasks) for t in one}) > 1  # drawn per seed
+    assert len(get_task("branin-m1").instance(0).meta_tasks) == 1

@@ -21,6 +21,7 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
+FIRST_TRIAL_RULES = ("mean", "acquisition")
 
 
 def _check_bool(label: str, value: Any) -> None:
@@ -41,6 +42,10 @@ class StudyConfig:
             method's default, resolved by :meth:`resolved`).
         deterministic: The objective is noise-free.
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
+        first_trial: Transfer methods' suggestion before any observation of the target:
+            ``"mean"`` (the meta-prior's best predicted configuration) or ``"acquisition"``
+            (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper); ``None``: the
+            method's default.
         transfer: Where the frozen meta-data are stored (set by ``create_study``).
         prior_strength: piBO's ``beta`` (``None``: ``budget / 10``, or 10).
         use_priors: ``False`` ignores the space's priors.
@@ -62,6 +67,7 @@ class StudyConfig:
     acquisition: str | None = None
     deterministic: bool = False
     ucb_beta: float | None = None
+    first_trial: str | None = None
     transfer: dict | None = None
     prior_strength: float | None = None
     use_priors: bool = True
@@ -109,6 +115,10 @@ class StudyConfig:
             low = 0 if (label == "n_initial" and not spec.initial_design) else 1
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
                 raise InvalidSettingError(f"{label} must be a positive integer or None; got {v!r}.")
+        if self.first_trial is not None and self.first_trial not in FIRST_TRIAL_RULES:
+            raise InvalidSettingError(
+                f"first_trial must be one of {FIRST_TRIAL_RULES}; got {self.first_trial!r}."
+            )
         v = self.ucb_beta
         if v is not None and (
             isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0
@@ -170,4 +180,4 @@ class StudyConfig:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-__all__ = ["DIRECTIONS", "StudyConfig"]
+__all__ = ["DIRECTIONS", "FIRST_TRIAL_RULES", "StudyConfig"]

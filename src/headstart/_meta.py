@@ -7,7 +7,7 @@ without importing the others.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,4 +114,29 @@ def data_hash(tasks: Iterable[MetaTask]) -> str:
     return h.hexdigest()
 
 
-__all__ = ["DIRECTIONS", "MetaTask", "data_hash"]
+def ranked_configurations(tasks: Sequence[MetaTask], n: int) -> np.ndarray:
+    r"""Up to ``n`` configurations of ``tasks`` (rows of their ``X``), best first.
+
+    Each task's rows are ranked by value (best first, in the task's direction); the lists are
+    interleaved -- every task's best, then every task's second best, ... -- so no one source fills
+    the warm start (the "initializing BO via meta-learning" of Feurer et al., AAAI 2015). A row
+    equal to one already taken is skipped; fewer than ``n`` rows come back when the tasks run out.
+
+    Returns:
+        ``m x d`` rows (``m <= n``).
+    """
+    ranked = [t.X[np.argsort(-t.y_max(), kind="stable")] for t in tasks]
+    d = ranked[0].shape[1] if ranked else 0
+    out: list[np.ndarray] = []
+    seen: set[bytes] = set()
+    for depth in range(max((len(r) for r in ranked), default=0)):
+        for rows in ranked:
+            if len(out) >= n:
+                return np.array(out).reshape(-1, d)
+            if depth < len(rows) and (key := (rows[depth] + 0.0).tobytes()) not in seen:
+                seen.add(key)
+                out.append(rows[depth])
+    return np.array(out).reshape(-1, d)
+
+
+__all__ = ["DIRECTIONS", "MetaTask", "data_hash", "ranked_configurations"]

@@ -63,8 +63,12 @@ class MethodSpec:
         acquisition: Default acquisition without user priors.
         acquisition_with_priors: Default acquisition when piBO is active.
         ucb_beta: Default UCB ``beta``.
+        first_trial: Default rule for the suggestion before any target observation
+            (``"mean"`` or ``"acquisition"``; see :class:`headstart._config.StudyConfig`).
         initial_design: Start with a Sobol design (``False``: the model is used from trial 1).
         kernels: Accepts ``kernel="auto"`` or an expression.
+        warm_start: The initial design is the sources' best configurations (ranked per source,
+            interleaved; :func:`headstart._meta.ranked_configurations`) instead of Sobol points.
         prefit: ``BuildContext -> None``: fits and caches what every process of the study
             shares (meta-task GPs), so that parallel workers load it instead of each fitting it.
     """
@@ -76,8 +80,10 @@ class MethodSpec:
     acquisition: str = "logei"
     acquisition_with_priors: str = "ei"
     ucb_beta: float = UCB_BETA
+    first_trial: str = "acquisition"
     initial_design: bool = True
     kernels: bool = False
+    warm_start: bool = False
     prefit: Callable[[BuildContext], Any] | None = None
 
     def __post_init__(self) -> None:
@@ -187,6 +193,16 @@ register_method(
     )
 )
 register_method(MethodSpec("random", "none", "uniform random search", None))
+register_method(
+    MethodSpec(
+        "warmstart",
+        "same-space",
+        "the sources' best configurations first, then GP-BO (Feurer et al. 2015), baseline",
+        _build_gp,
+        kernels=True,
+        warm_start=True,
+    )
+)
 for _name, _module, _class, _meta_gps, _description in (
     ("scaml", "scaml", "ScaML", True, "ScaML-GP (Tighineanu et al., AISTATS 2024)"),
     ("rgpe", "rgpe", "RGPE", True, "RGPE (Feurer et al. 2018), baseline"),

@@ -6,7 +6,7 @@ processes and restarts. After ``n_initial`` completed (or imported) trials, a mo
 asks the one BO engine (:class:`headstart._engine.engine.BOEngine`) with the surrogate its
 registered spec builds (:mod:`headstart._methods`); ``method="random"`` keeps sampling uniformly.
 Transfer methods need no initial design by default: their first suggestion already uses the
-meta-data.
+meta-data; ``method="warmstart"`` fills the initial design with the sources' best configurations.
 
 With a user belief (parameter priors or a joint density, :mod:`headstart.pibo`), every
 model-based suggestion maximizes piBO's ``alpha(x) * pi(x)^(beta / n)``, ``n = 1`` at the first
@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from headstart._config import StudyConfig
+from headstart._meta import ranked_configurations
 from headstart._methods import BuildContext
 from headstart.exceptions import InvalidSettingError
 from headstart.pibo import UserBelief, default_prior_strength, pibo_active
@@ -90,12 +91,17 @@ class Strategy:
                 "names, 'all', a DataFrame or MetaTasks), or use method='gp'."
             )
         self.ucb_beta = config.ucb_beta if config.ucb_beta is not None else spec.ucb_beta
+        self.first_trial = config.first_trial or spec.first_trial
         self.cache = cache
         self.state_key = state_key
         n_initial = config.n_initial
         if n_initial is None:
             n_initial = default_n_initial(space.dim, config.budget) if spec.initial_design else 0
         self.n_initial = n_initial
+        self._warm_start: list[dict] = []
+        if spec.warm_start:  # the sources' winners replace the Sobol points of the design
+            rows = ranked_configurations(self.meta_tasks, n_initial)
+            self._warm_start = self.space.decode(rows) if len(rows) else []
         self.prior_strength = (
             default_prior_strength(config.budget)
             if config.prior_strength is None
@@ -121,6 +127,7 @@ class Strategy:
                 lambda: self._restored(self.spec.build(context)),
                 acquisition=self.acquisition,
                 ucb_beta=self.ucb_beta,
+                first_beta=0.0 if self.first_trial == "mean" else None,
             )
         return self._engine
 
@@ -188,6 +195,8 @@ class Strategy:
         return self.belief.weight(self.prior_strength, step, self.config.prior_candidate_share)
 
     def _design_point(self, design_index: int) -> dict:
+        if design_index < len(self._warm_start):
+            return dict(self._warm_start[design_index])
         if self.belief is not None and self.config.prior_design:
             if design_index == 0:
                 return self.space.decode(self.belief.mode())[0]

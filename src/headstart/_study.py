@@ -516,10 +516,11 @@ class Study:
         """
         from headstart.transfer import TransferReport
 
-        if not self.config.spec.uses_sources:
+        spec = self.config.spec
+        if not spec.uses_sources or spec.warm_start:
             raise InvalidSettingError(
-                f"Study {self.name!r} uses method={self.config.method!r}, which learns "
-                "nothing from earlier tasks; create it with method='scaml' and transfer_from=... ."
+                f"Study {self.name!r} uses method={self.config.method!r}, which learns no "
+                "weights of earlier tasks; create it with method='scaml' and transfer_from=... ."
             )
         done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
         surrogate = self._strategy.conditioned_surrogate(

@@ -95,6 +95,7 @@ def create_study(
     deterministic: bool = False,
     transfer_from: Any = None,
     ucb_beta: float | None = None,
+    first_trial: str | None = None,
     prior_strength: float | None = None,
     use_priors: bool = True,
     prior_density: JointDensity | None = None,
@@ -132,6 +133,9 @@ def create_study(
             meta-data are copied into the storage when the study is created.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
             methods (ScaML-GP's ``beta^(1/2) = 3``).
+        first_trial: Transfer methods, before the first observation of this task: ``"mean"``
+            (evaluate the configuration the sources predict best) or ``"acquisition"`` (UCB
+            with ``ucb_beta`` on the sources' prior, as in the ScaML-GP paper).
         prior_strength: piBO's ``beta`` (Hvarfner et al. 2022): when parameters carry priors
             (``hs.Normal``, ``hs.Beta``, categorical weights) or ``prior_density`` is given, every
             model-based suggestion maximizes ``acquisition(x) * pi(x)^(beta / n)``, ``n = 1, 2,
@@ -184,6 +188,7 @@ def create_study(
         acquisition=acquisition,
         deterministic=deterministic,
         ucb_beta=ucb_beta,
+        first_trial=first_trial,
         prior_strength=prior_strength,
         use_priors=use_priors,
         prior_density=prior_density is not None,

@@ -19,8 +19,13 @@ One :meth:`BOEngine.suggest` call
    (:func:`headstart._engine.optimize.thompson_sample`), optionally prior-weighted (piBO). With
    no observation yet there is no incumbent, so the prior's optimistic optimum (UCB) is used, as
    in ScaML-GP's experiments, which start "from scratch without initial samples";
-5. for a batch (``q > 1``), treats the chosen point as pending and repeats 3-4 (sequential greedy
-   with fantasies: one hyperparameter fit per batch);
+5. for a batch (``q > 1``, or ``study.ask(n)`` through :meth:`BOEngine.reuse_fit`), treats the
+   chosen point as pending and repeats 3-4 (sequential greedy with fantasies: one hyperparameter
+   fit per batch). The batch's own earlier points are fantasized at the worst observed value
+   (the constant liar) whatever the rule for other workers' points: they all come from one
+   posterior and need the liar's repulsion to spread out. ``benchmarks/pending.py`` measured
+   both (``docs/benchmarks/pending.md``): the believer is better for asynchronous workers, the
+   liar for synchronous batches;
 6. returns points whose integer / categorical entries lie exactly on their grids.
 
 Everything runs in float64 under :func:`headstart._engine.threads.limit_threads`. Targets are
@@ -89,6 +94,9 @@ class BOEngine:
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``.
         pending_rule: One of :data:`PENDING_RULES`; default :data:`DEFAULT_PENDING_RULE`.
+        first_beta: UCB's ``beta`` for a suggestion before any observation and with nothing
+            pending (informative priors only); ``0`` maximizes the prior mean. ``None``: the
+            same ``ucb_beta`` as later.
 
     Example:
         >>> from headstart._gp import MaternGP
@@ -108,6 +116,7 @@ class BOEngine:
         acquisition: str = "logei",
         ucb_beta: float = UCB_BETA,
         pending_rule: str | None = None,
+        first_beta: float | None = None,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
@@ -120,6 +129,7 @@ class BOEngine:
         self.acquisition = acquisition
         self.ucb_beta = float(ucb_beta)
         self.pending_rule = pending_rule
+        self.first_beta = None if first_beta is None else float(first_beta)
         is_cat = np.array([dim.kind == "categorical" for dim in self.dims])
         self._space = MixedSpace(tuple(dim.grid for dim in self.dims), is_cat)
         if hasattr(surrogate, "condition"):
@@ -127,6 +137,7 @@ class BOEngine:
         else:
             self._surrogate, self._build = None, surrogate
         self._reuse: list | None = None  # [(data key, posterior, y_model)] inside reuse_fit()
+        self._batch: set[bytes] = set()  # points suggested inside reuse_fit() (a batch)
 
     @property
     def built(self) -> bool:
@@ -148,11 +159,13 @@ class BOEngine:
         For a batch asked point by point (``study.ask(n=q)``): the first suggestion fits, the
         next ones only add fantasies, as :meth:`suggest` with ``q`` does.
         """
-        outer, self._reuse = self._reuse, self._reuse if self._reuse is not None else []
+        outer = (self._reuse, self._batch)
+        if self._reuse is None:
+            self._reuse, self._batch = [], set()
         try:
             yield
         finally:
-            self._reuse = outer
+            self._reuse, self._batch = outer
 
     def suggest(
         self,
@@ -196,17 +209,24 @@ class BOEngine:
             fitted = None  # the posterior on the completed data, when it is of use
             if self.pending_rule != "refit" or not len(P):
                 fitted = self._condition(X, y, rng)
+            own = self._batch_mates(P)
             for _ in range(q):
                 if fitted is not None and (not len(P) or self._fantasizes(fitted[0])):
-                    X_all, crit, y_all = self._fantasy_criterion(*fitted, X, P, prior)
+                    X_all, crit, y_all = self._fantasy_criterion(*fitted, X, P, own, prior)
                 else:  # the constant liar, refitted on the data plus the pending points
                     X_all, y_all = self._with_pending(X, y, P, liar)
                     crit, y_all = self._criterion(X_all, y_all, prior, rng)
-                x = self._maximize(crit, X_all, y_all, rng)
-                points.append(x)
-                P = np.concatenate([P, x[None, :]])
-        points = self._space.snap(np.stack(points))
+                x = self._space.snap(self._maximize(crit, X_all, y_all, rng)[None, :])
+                points.append(x[0])
+                P, own = np.concatenate([P, x]), np.append(own, True)
+        if self._reuse is not None:
+            self._batch.update(p.tobytes() for p in points)
+        points = np.stack(points)
         return points[0] if q == 1 else points
+
+    def _batch_mates(self, P: np.ndarray) -> np.ndarray:
+        """Which pending points this engine suggested inside the current :meth:`reuse_fit`."""
+        return np.array([p.tobytes() in self._batch for p in P], dtype=bool)
 
     def _condition(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator):
         """``surrogate.condition`` on the completed data (shared inside :meth:`reuse_fit`)."""
@@ -223,17 +243,20 @@ class BOEngine:
     def _fantasizes(self, posterior) -> bool:
         return self.pending_rule != "refit" and hasattr(posterior, "fantasize")
 
-    def _fantasy_criterion(self, posterior, y_model, X, P, prior):
-        """The criterion after conditioning ``posterior`` on fantasies at the pending ``P``."""
-        kind, best_f = ("ucb", 0.0) if not len(y_model) else (self._kind(), float(y_model.max()))
+    def _fantasy_criterion(self, posterior, y_model, X, P, own, prior):
+        """The criterion after conditioning ``posterior`` on fantasies at the pending ``P``.
+
+        Other workers' points (``own`` False) get the pending rule's value; this batch's own
+        earlier points get the worst observed value (see the module docstring). Before any
+        observation there is nothing to lie with, and every fantasy is at the posterior mean.
+        """
         if not len(P):
-            return X, Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta), y_model
-        if self.pending_rule == "liar" and len(y_model):
-            values = np.full(len(P), float(y_model.min()))
-        else:  # believer (and the liar rule before any observation: nothing to lie with)
-            values = posterior.posterior(P)[0]
-        fantasy = posterior.fantasize(P, values)
-        crit = Criterion(fantasy, kind, best_f, prior, beta=self.ucb_beta)
+            return X, self._make_criterion(posterior, y_model, prior, pending=False), y_model
+        values = posterior.posterior(P)[0]
+        if len(y_model):
+            lie = own if self.pending_rule == "believer" else np.ones(len(P), dtype=bool)
+            values = np.where(lie, float(y_model.min()), values)
+        crit = self._make_criterion(posterior.fantasize(P, values), y_model, prior, pending=True)
         return np.concatenate([X, P]), crit, np.concatenate([y_model, values])
 
     def _maximize(self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng) -> np.ndarray:
@@ -284,13 +307,18 @@ class BOEngine:
         keep = np.isfinite(train_y) & np.isfinite(train_X).all(axis=1)
         return self._space.snap(train_X[keep]), train_y[keep]
 
-    def _kind(self) -> str:
-        return "logei" if self.acquisition == "ts" else self.acquisition
+    def _make_criterion(self, posterior, y_model, prior, *, pending: bool) -> Criterion:
+        """The acquisition on ``posterior``; UCB on the prior before any observation."""
+        if len(y_model):
+            kind = "logei" if self.acquisition == "ts" else self.acquisition
+            return Criterion(posterior, kind, float(y_model.max()), prior, beta=self.ucb_beta)
+        first = self.first_beta is not None and not pending
+        beta = self.first_beta if first else self.ucb_beta
+        return Criterion(posterior, "ucb", 0.0, prior, beta=beta)
 
     def _criterion(self, train_X, train_y, prior, rng) -> tuple[Criterion, np.ndarray]:
         posterior, y_model = self.surrogate.condition(train_X, train_y, rng)
-        kind, best_f = ("ucb", 0.0) if not len(y_model) else (self._kind(), float(y_model.max()))
-        return Criterion(posterior, kind, best_f, prior, beta=self.ucb_beta), y_model
+        return self._make_criterion(posterior, y_model, prior, pending=False), y_model
 
 
 __all__ = ["ACQUISITIONS", "PENDING_RULES", "BOEngine", "DimSpec"]

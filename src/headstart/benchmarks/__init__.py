@@ -8,8 +8,10 @@ Example:
 Besides single tasks, the registry holds task families (:class:`TaskFamily`), one task per seed
 with transfer meta-data: the ScaML-GP synthetic families (``branin-m8`` ...,
 :mod:`~headstart.benchmarks.families`) and leave-one-dataset-out HPO tables (``fcnet-protein``,
-``hpobench-mlp-car`` ..., :mod:`~headstart.benchmarks.hpo_tables`) and the piBO prior tasks
-(``branin-prior-strong`` ..., :mod:`~headstart.benchmarks.prior_tasks`).
+``hpobench-mlp-car`` ..., :mod:`~headstart.benchmarks.hpo_tables`) the piBO prior tasks
+(``branin-prior-strong`` ..., :mod:`~headstart.benchmarks.prior_tasks`) and a scikit-learn model
+tuned on two halves of a data set (``sklearn-hgb-wine`` ..., :mod:`~headstart.benchmarks.
+sklearn_tasks`).
 
 ``run_benchmark(["headstart-gp", "optuna-gp"], ["branin"], range(5), 30, "out.csv")`` runs every
 method x task x seed job (in parallel with ``workers > 1``), appends one tidy row per evaluation to
@@ -23,6 +25,7 @@ from headstart.benchmarks import (  # noqa: F401  (register the families)
     families,
     hpo_tables,
     prior_tasks,
+    sklearn_tasks,
 )
 from headstart.benchmarks.functions import TASKS, Task, TaskFamily, get_task, register_task
 from headstart.benchmarks.methods import METHODS, get_method, register_method

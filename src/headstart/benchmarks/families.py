@@ -15,7 +15,8 @@ sample polished with L-BFGS-B (:func:`box_minimum`).
 
 Registered families (``M`` meta-tasks of ``N_m`` points each): ``branin-m8``, ``branin-m32``,
 ``hartmann3-m8``, ``hartmann3-m32`` (``N_m = 32``) and ``hartmann6-m8``, ``hartmann6-m32``
-(``N_m = 128``).
+(``N_m = 128``), and for the "few sources" setting the same with ``M = 1, 2, 4``
+(``branin-m1`` ...).
 
 The random stream of an instance is derived from ``(family name, seed)`` only, so every method sees
 the same test task, meta-data and observation noise for a seed.
@@ -274,7 +275,7 @@ def synthetic_family(
 _DEFAULT_N_PER_META = {"branin": 32, "hartmann3": 32, "hartmann6": 128}
 
 for _kind, _n in _DEFAULT_N_PER_META.items():
-    for _m in (8, 32):
+    for _m in (1, 2, 4, 8, 32):  # 1, 2 and 4: the "few sources" setting
         register_task(synthetic_family(_kind, _m, _n))
 
 __all__ = [

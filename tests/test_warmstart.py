@@ -1,0 +1,85 @@
+"""method="warmstart": the sources' best configurations first (ranked per source, interleaved)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import headstart as hs
+from headstart._meta import MetaTask, ranked_configurations
+
+
+def test_ranked_configurations_interleave_each_sources_best_first():
+    a = MetaTask("a", np.array([[0.1], [0.2], [0.3]]), np.array([3.0, 1.0, 2.0]), "minimize")
+    b = MetaTask("b", np.array([[0.7], [0.8]]), np.array([5.0, 9.0]), "maximize")
+    got = ranked_configurations([a, b], 5)
+    np.testing.assert_array_equal(got[:, 0], [0.2, 0.8, 0.3, 0.7, 0.1])
+    np.testing.assert_array_equal(ranked_configurations([a, b], 2)[:, 0], [0.2, 0.8])
+
+
+def test_ranked_configurations_skip_repeats_and_stop_when_exhausted():
+    a = MetaTask("a", np.array([[0.5], [0.1]]), np.array([0.0, 1.0]), "minimize")
+    b = MetaTask("b", np.array([[0.5], [0.9]]), np.array([0.0, 1.0]), "minimize")
+    got = ranked_configurations([a, b], 10)
+    np.testing.assert_array_equal(got[:, 0], [0.5, 0.1, 0.9])  # b's best repeats a's best
+
+
+def _space():
+    return hs.SearchSpace({"x": hs.Float(0.0, 1.0), "k": hs.Int(1, 5)})
+
+
+def _source(shift: float, n: int = 12, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x, k = rng.random(n), rng.integers(1, 6, n)
+    return pd.DataFrame({"x": x, "k": k, "value": (x - shift) ** 2 + 0.01 * k})
+
+
+def test_warmstart_study_evaluates_the_sources_winners_then_runs_gp():
+    sources = [_source(0.2, seed=1), _source(0.8, seed=2)]
+    study = hs.create_study(
+        "ws",
+        _space(),
+        storage=None,
+        method="warmstart",
+        transfer_from=sources,
+        seed=0,
+        n_initial=3,
+    )
+    first = []
+    for _ in range(5):
+        trial = study.ask()
+        first.append(trial.params)
+        study.tell(trial, (trial.params["x"] - 0.25) ** 2)
+    best = [s.sort_values("value").iloc[0] for s in sources]
+    assert first[0] == {"x": pytest.approx(best[0]["x"]), "k": int(best[0]["k"])}
+    assert first[1] == {"x": pytest.approx(best[1]["x"]), "k": int(best[1]["k"])}
+    second = sources[0].sort_values("value").iloc[1]
+    assert first[2] == {"x": pytest.approx(second["x"]), "k": int(second["k"])}
+    assert [t.source for t in study.trials] == ["ask"] * 5
+    assert study.settings["method"] == "warmstart"
+
+
+def test_warmstart_needs_sources():
+    with pytest.raises(hs.InvalidSettingError, match="transfer_from"):
+        hs.create_study("ws", _space(), storage=None, method="warmstart")
+
+
+def test_sklearn_family_builds_a_cached_deterministic_instance(tmp_path, monkeypatch):
+    from headstart.benchmarks import get_task, sklearn_tasks
+
+    monkeypatch.setenv(sklearn_tasks.CACHE_ENV, str(tmp_path / "cache.jsonl"))
+    monkeypatch.setattr(sklearn_tasks, "_CACHE", sklearn_tasks._Cache())
+    monkeypatch.setattr(sklearn_tasks, "N_SOURCE", 3)
+    monkeypatch.setattr(sklearn_tasks, "N_REFERENCE_GP", 1)
+    sklearn_tasks._hgb_instance.cache_clear()
+    task = get_task("sklearn-hgb-wine").instance(5)
+    [source] = task.meta_tasks
+    assert source.n == 3 and task.space.dim == 7
+    params = task.space.decode(source.X[:1])[0]
+    value = task.objective(params)
+    assert value == task.objective(params)  # deterministic folds and model
+    assert task.optimum <= value + 1e-12  # the reference search saw this configuration
+    lines = (tmp_path / "cache.jsonl").read_text().splitlines()
+    assert len(lines) == 3 + 3 + 1 + 1  # source, its configs on B, one GP step, the optimum
+    sklearn_tasks._hgb_instance.cache_clear()
