@@ -124,7 +124,7 @@ def test_study_config_is_frozen_validated_and_round_trips_json():
     assert StudyConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
     with pytest.raises(AttributeError):
         config.seed = 4  # frozen
-    assert config.resolved(priors=False).acquisition == "ucb"
+    assert config.resolved(priors=False).acquisition == "logei"  # measured transfer default
     assert StudyConfig().resolved(priors=True).acquisition == "ei"
     for bad in ({"deterministic": 1}, {"n_initial": 0}, {"ucb_beta": -1}, {"acquisition": "pes"}):
         with pytest.raises(hs.InvalidSettingError):

@@ -83,3 +83,52 @@ def test_sklearn_family_builds_a_cached_deterministic_instance(tmp_path, monkeyp
     lines = (tmp_path / "cache.jsonl").read_text().splitlines()
     assert len(lines) == 3 + 3 + 1 + 1  # source, its configs on B, one GP step, the optimum
     sklearn_tasks._hgb_instance.cache_clear()
+
+
+def _bowl_sources(n_sources: int = 3, n: int = 25):
+    rng = np.random.default_rng(0)
+    frames = []
+    for m in range(n_sources):
+        x, y = rng.random(n), rng.random(n)
+        value = (x - 0.3) ** 2 + (y - 0.7) ** 2 + 0.1 * m
+        frames.append(pd.DataFrame({"x": x, "y": y, "value": value}))
+    return frames
+
+
+@pytest.mark.parametrize("method", ["scaml", "rgpe"])
+def test_first_suggestion_exploits_the_sources_optimum(method):
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    study = hs.create_study(
+        "first", space, storage=None, method=method, transfer_from=_bowl_sources(), seed=0
+    )
+    first = study.ask().params
+    assert np.hypot(first["x"] - 0.3, first["y"] - 0.7) < 0.1
+
+
+def test_the_papers_first_suggestion_stays_available():
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    paper = hs.create_study(
+        "paper",
+        space,
+        storage=None,
+        method="scaml",
+        transfer_from=_bowl_sources(),
+        seed=0,
+        acquisition="ucb",
+        ucb_beta=9.0,
+        first_trial="acquisition",
+    )
+    mean = hs.create_study(
+        "mean",
+        space,
+        storage=None,
+        method="scaml",
+        transfer_from=_bowl_sources(),
+        seed=0,
+        acquisition="ucb",
+        ucb_beta=9.0,
+        first_trial="mean",
+    )
+    assert paper.ask().params != mean.ask().params
+    with pytest.raises(hs.InvalidSettingError, match="first_trial"):
+        hs.create_study("bad", space, storage=None, first_trial="best")

@@ -21,7 +21,7 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
-FIRST_TRIAL_RULES = ("mean", "acquisition")
+FIRST_TRIAL_RULES = ("candidates", "mean", "lcb", "acquisition")
 
 
 def _check_bool(label: str, value: Any) -> None:
@@ -43,9 +43,10 @@ class StudyConfig:
         deterministic: The objective is noise-free.
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
         first_trial: Transfer methods' suggestion before any observation of the target:
-            ``"mean"`` (the meta-prior's best predicted configuration) or ``"acquisition"``
-            (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper); ``None``: the
-            method's default.
+            ``"candidates"`` (of the sources' evaluated configurations, the one the model
+            expects best), ``"mean"`` (the maximizer of the sources' prior mean) or
+            ``"acquisition"`` (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper);
+            ``None``: the method's default.
         transfer: Where the frozen meta-data are stored (set by ``create_study``).
         prior_strength: piBO's ``beta`` (``None``: ``budget / 10``, or 10).
         use_priors: ``False`` ignores the space's priors.

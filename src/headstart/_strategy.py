@@ -29,6 +29,8 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import UserBelief, default_prior_strength, pibo_active
 from headstart.space import SearchSpace
 
+N_SOURCE_CANDIDATES = 256  # sources' best configurations screened by every transfer search
+
 
 def default_n_initial(dim: int, budget: int | None) -> int:
     """``min(2 d + 1, budget / 5)`` (at least 1); ``2 d + 1`` when the budget is unknown."""
@@ -127,9 +129,16 @@ class Strategy:
                 lambda: self._restored(self.spec.build(context)),
                 acquisition=self.acquisition,
                 ucb_beta=self.ucb_beta,
-                first_beta=0.0 if self.first_trial == "mean" else None,
+                first_rule=self.first_trial,
+                candidates=self._candidates(),
             )
         return self._engine
+
+    def _candidates(self) -> np.ndarray | None:
+        """The sources' best configurations (encoded), which every acquisition search screens."""
+        if not self.spec.uses_sources or self.spec.warm_start:
+            return None
+        return ranked_configurations(self.meta_tasks, N_SOURCE_CANDIDATES)
 
     def _context(self, map: Callable | None = None) -> BuildContext:
         return BuildContext(

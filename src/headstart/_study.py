@@ -533,6 +533,9 @@ class Study:
             n_trials=len(done),
             weights=diagnostics["weights"],
             residual_variance=diagnostics.get("residual_variance"),
+            shares=diagnostics.get("shares"),
+            residual_share=diagnostics.get("residual_share"),
+            weight_se=diagnostics.get("weight_se"),
         )
 
     def trials_dataframe(self):

@@ -133,9 +133,11 @@ def create_study(
             meta-data are copied into the storage when the study is created.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
             methods (ScaML-GP's ``beta^(1/2) = 3``).
-        first_trial: Transfer methods, before the first observation of this task: ``"mean"``
-            (evaluate the configuration the sources predict best) or ``"acquisition"`` (UCB
-            with ``ucb_beta`` on the sources' prior, as in the ScaML-GP paper).
+        first_trial: Transfer methods, before the first observation of this task:
+            ``"candidates"`` (of the configurations the sources evaluated, the one the model
+            expects best), ``"mean"`` (the maximizer of the sources' prior mean) or
+            ``"acquisition"`` (UCB with ``ucb_beta`` on the sources' prior, as in the ScaML-GP
+            paper).
         prior_strength: piBO's ``beta`` (Hvarfner et al. 2022): when parameters carry priors
             (``hs.Normal``, ``hs.Beta``, categorical weights) or ``prior_density`` is given, every
             model-based suggestion maximizes ``acquisition(x) * pi(x)^(beta / n)``, ``n = 1, 2,

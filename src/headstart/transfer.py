@@ -4,14 +4,18 @@ r"""What a transfer-learning study learned from its sources: :class:`TransferRep
 reports each source's learned weight. For ScaML-GP (Tighineanu et al. 2024) the test function is
 modelled as ``f_t = sum_m w_m f_m + residual``: a weight near 0 means the model found that source
 irrelevant, and a large residual variance means much of the test function is unexplained by the
-sources (the model then behaves like plain GP-BO). RGPE's weights are ensemble weights (they sum to
-1 with the ``target`` model's).
+sources (the model then behaves like plain GP-BO). Raw weights depend on each source's scale, so
+the report also gives each source's *share* of the model's variation, Laplace standard errors of
+the weights and a :meth:`TransferReport.summary` in words. RGPE's weights are ensemble weights
+(they sum to 1 with the ``target`` model's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+IRRELEVANT_SHARE = 0.7  # the summary calls the sources irrelevant above this residual share
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,10 @@ class TransferReport:
         weights: Source name -> learned weight, in the order the sources were given.
         residual_variance: ScaML-GP's residual-kernel signal variance in the objective's units
             squared (``None`` for other methods).
+        shares: Each source's share of the model's variation (ScaML-GP: ``Var_x[w_m mu_m(x)]``
+            over the total with the residual; comparable across sources of different scales).
+        residual_share: The share no source explains.
+        weight_se: Laplace standard errors of the weights (``nan``: not available).
     """
 
     study: str
@@ -33,16 +41,61 @@ class TransferReport:
     weights: dict[str, float]
     residual_variance: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    shares: dict[str, float] | None = None
+    residual_share: float | None = None
+    weight_se: dict[str, float] | None = None
+
+    def summary(self) -> str:
+        """What the sources are worth so far, in words (the weights' shares and uncertainty)."""
+        if self.n_trials == 0:
+            return (
+                f"No completed trial yet: the {len(self.weights)} sources carry the prior's equal "
+                "weights; they are re-weighted from the first result on."
+            )
+        if self.shares is None:
+            ranked = ", ".join(f"{name} {w:.2g}" for name, w in self.ranked())
+            return f"After {self.n_trials} trials the sources' weights are: {ranked}."
+        parts = []
+        for name, share in sorted(self.shares.items(), key=lambda kv: -kv[1]):
+            w, se = self.weights.get(name, float("nan")), (self.weight_se or {}).get(name)
+            sure = "" if se is None or se != se else f" ± {se:.2g}"
+            parts.append(f"{name} {share:.0%} (weight {w:.2g}{sure})")
+        residual = self.residual_share or 0.0
+        text = (
+            f"After {self.n_trials} trials, share of the model's variation: "
+            + ", ".join(parts)
+            + f"; unexplained by any source: {residual:.0%}."
+        )
+        if residual >= IRRELEVANT_SHARE:
+            text += (
+                " The sources look irrelevant to this task so far: the model relies on the "
+                "task's own data, like plain GP-BO."
+            )
+        uncertain = [
+            n
+            for n, w in self.weights.items()
+            if self.weight_se
+            and self.weight_se.get(n, 0) == self.weight_se.get(n, 0)
+            and w < 2 * self.weight_se.get(n, 0)
+        ]
+        if uncertain and residual < IRRELEVANT_SHARE:
+            text += f" Not yet distinguishable from 0 (weight < 2 s.e.): {', '.join(uncertain)}."
+        return text
 
     def ranked(self) -> list[tuple[str, float]]:
         """Sources by decreasing weight."""
         return sorted(self.weights.items(), key=lambda kv: -kv[1])
 
     def to_frame(self):
-        """A pandas DataFrame with columns ``source`` and ``weight``, largest weight first."""
+        """A DataFrame with ``source``, ``weight`` (and ``weight_se``, ``share`` when known)."""
         import pandas as pd
 
-        return pd.DataFrame(self.ranked(), columns=["source", "weight"])
+        frame = pd.DataFrame(self.ranked(), columns=["source", "weight"])
+        if self.weight_se is not None:
+            frame["weight_se"] = [self.weight_se.get(n) for n in frame["source"]]
+        if self.shares is not None:
+            frame["share"] = [self.shares.get(n) for n in frame["source"]]
+        return frame
 
     def to_dict(self) -> dict:
         return {
@@ -51,6 +104,10 @@ class TransferReport:
             "n_trials": self.n_trials,
             "weights": dict(self.weights),
             "residual_variance": self.residual_variance,
+            "shares": None if self.shares is None else dict(self.shares),
+            "residual_share": self.residual_share,
+            "weight_se": None if self.weight_se is None else dict(self.weight_se),
+            "summary": self.summary(),
         }
 
     def plot(self, path: str | Path, top: int = 30) -> Path:

@@ -198,6 +198,7 @@ class Criterion:
         best_f: Incumbent (largest standardized observation).
         prior: The piBO factor, or ``None``.
         beta: UCB exploration weight (``mu + sqrt(beta) sigma``); ScaML-GP's experiments use 9.
+            A negative ``beta`` gives the pessimistic ``mu - sqrt(-beta) sigma``.
     """
 
     def __init__(
@@ -214,9 +215,11 @@ class Criterion:
         self.kind = kind
         self.best_f = float(best_f)
         self.prior = prior if (prior is not None and prior.active) else None
-        if not beta >= 0.0:
-            raise ValueError(f"beta must be >= 0; got {beta!r}.")
+        if not math.isfinite(beta):
+            raise ValueError(f"beta must be finite; got {beta!r}.")
         self.beta = float(beta)
+        # beta < 0: the pessimistic bound mu - sqrt(-beta) sigma (a transfer model's first trial)
+        self._kappa = math.copysign(math.sqrt(abs(self.beta)), self.beta)
 
     def prior_term(self, X: np.ndarray) -> np.ndarray:
         """``gamma * log max(pi(X), 1e-12)`` for ``X`` (``m x d``): returns ``m`` (0 if no prior)."""
@@ -231,8 +234,8 @@ class Criterion:
         if self.kind == "pi":
             return pi_and_grad(mean, var, self.best_f)
         sigma = np.sqrt(var)
-        values = mean + math.sqrt(self.beta) * sigma
-        d_mean, d_var = np.ones_like(mean), math.sqrt(self.beta) / (2.0 * sigma)
+        values = mean + self._kappa * sigma
+        d_mean, d_var = np.ones_like(mean), self._kappa / (2.0 * sigma)
         if self.prior is not None:
             values, outer = log_softplus(values - self.best_f)
             d_mean, d_var = d_mean * outer, d_var * outer

@@ -48,6 +48,8 @@ from headstart._engine.threads import limit_threads
 KINDS = ("continuous", "integer", "categorical")
 ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no lengthscales
+FIRST_RULES = ("acquisition", "mean", "lcb", "candidates")
+FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0}  # UCB beta of each first-trial rule
 PENDING_RULES = ("believer", "liar", "refit")
 DEFAULT_PENDING_RULE = "believer"
 """How pending points enter the model: ``"believer"`` -- fantasies at the posterior mean, fixed
@@ -94,9 +96,14 @@ class BOEngine:
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``.
         pending_rule: One of :data:`PENDING_RULES`; default :data:`DEFAULT_PENDING_RULE`.
-        first_beta: UCB's ``beta`` for a suggestion before any observation and with nothing
-            pending (informative priors only); ``0`` maximizes the prior mean. ``None``: the
-            same ``ucb_beta`` as later.
+        first_rule: The suggestion before any observation, with nothing pending (informative
+            priors only; :data:`FIRST_RULES`): ``"acquisition"`` -- UCB with ``ucb_beta`` on the
+            prior; ``"mean"`` -- the prior mean's maximizer; ``"lcb"`` -- the maximizer of the
+            pessimistic ``mu - sigma`` (where the sources agree); ``"candidates"`` -- the candidate
+            with the highest prior mean (for transfer: the configuration the sources evaluated
+            that the model expects to be best).
+        candidates: ``c x d`` points the acquisition search always screens (for transfer: the
+            sources' best configurations), or ``None``.
 
     Example:
         >>> from headstart._gp import MaternGP
@@ -116,7 +123,8 @@ class BOEngine:
         acquisition: str = "logei",
         ucb_beta: float = UCB_BETA,
         pending_rule: str | None = None,
-        first_beta: float | None = None,
+        first_rule: str = "acquisition",
+        candidates: np.ndarray | None = None,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
@@ -129,9 +137,18 @@ class BOEngine:
         self.acquisition = acquisition
         self.ucb_beta = float(ucb_beta)
         self.pending_rule = pending_rule
-        self.first_beta = None if first_beta is None else float(first_beta)
         is_cat = np.array([dim.kind == "categorical" for dim in self.dims])
         self._space = MixedSpace(tuple(dim.grid for dim in self.dims), is_cat)
+        if first_rule not in FIRST_RULES:
+            raise ValueError(f"first_rule must be one of {FIRST_RULES}; got {first_rule!r}.")
+        self.first_rule = first_rule
+        self.candidates = None
+        if candidates is not None and len(candidates):
+            self.candidates = self._space.snap(
+                np.asarray(candidates, dtype=np.float64).reshape(-1, len(self.dims))
+            )
+        if first_rule == "candidates" and self.candidates is None:
+            raise ValueError('first_rule="candidates" needs candidates.')
         if hasattr(surrogate, "condition"):
             self._surrogate, self._build = surrogate, None
         else:
@@ -262,10 +279,13 @@ class BOEngine:
     def _maximize(self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng) -> np.ndarray:
         if self.acquisition == "ts" and len(y):
             return thompson_sample(criterion.posterior, self._space, X, y, rng, criterion)
+        if self.first_rule == "candidates" and not len(X):  # the first trial: a known winner
+            return self.candidates[int(np.argmax(criterion.value(self.candidates)))]
         ell = criterion.posterior.lengthscales
         if ell is None:
             ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
-        return optimize_criterion(criterion, self._space, X, y, rng, np.asarray(ell, dtype=float))
+        ell = np.asarray(ell, dtype=float)
+        return optimize_criterion(criterion, self._space, X, y, rng, ell, self.candidates)
 
     def criterion(
         self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None = None
@@ -312,8 +332,7 @@ class BOEngine:
         if len(y_model):
             kind = "logei" if self.acquisition == "ts" else self.acquisition
             return Criterion(posterior, kind, float(y_model.max()), prior, beta=self.ucb_beta)
-        first = self.first_beta is not None and not pending
-        beta = self.first_beta if first else self.ucb_beta
+        beta = self.ucb_beta if pending else FIRST_BETA.get(self.first_rule, self.ucb_beta)
         return Criterion(posterior, "ucb", 0.0, prior, beta=beta)
 
     def _criterion(self, train_X, train_y, prior, rng) -> tuple[Criterion, np.ndarray]:
@@ -321,4 +340,4 @@ class BOEngine:
         return self._make_criterion(posterior, y_model, prior, pending=False), y_model
 
 
-__all__ = ["ACQUISITIONS", "PENDING_RULES", "BOEngine", "DimSpec"]
+__all__ = ["ACQUISITIONS", "FIRST_RULES", "PENDING_RULES", "BOEngine", "DimSpec"]

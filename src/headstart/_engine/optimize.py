@@ -151,6 +151,7 @@ def optimize_criterion(
     train_y: np.ndarray,
     rng: np.random.Generator,
     lengthscales: np.ndarray,
+    candidates: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Maximize ``criterion`` over the mixed unit cube (steps 1-4 of the module docstring).
 
@@ -161,12 +162,16 @@ def optimize_criterion(
         train_y: ``n`` targets (only the argmax is used: the incumbent start); may be empty.
         rng: Seeds the Sobol screening and the roulette.
         lengthscales: ``d`` fitted lengthscales (preconditioning).
+        candidates: ``c x d`` points screened besides the Sobol points (for transfer: the
+            sources' best configurations), on their grids; or ``None``.
 
     Returns:
         ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
     """
     d = space.dim
     pool = space.snap(screening_points(criterion.prior, d, N_SOBOL, rng))
+    if candidates is not None:
+        pool = np.concatenate([pool, candidates])
     pool_values = criterion.value(pool)
     starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
     if len(train_y):

@@ -316,6 +316,13 @@ class RGPE(TransferSurrogate):
         loo = psd_sample(loo_mean, loo_cov, S, rng)  # n x S x n
         return rank_weights(ranking_loss(base, z), loo_ranking_loss(loo, z))
 
+    def diagnostics(self) -> dict:
+        """The base diagnostics; the ensemble weights are already shares (they sum to 1)."""
+        out = super().diagnostics()
+        weights = dict(out["weights"])
+        target = weights.pop("target")
+        return {**out, "shares": weights, "residual_share": target}
+
     def report(self) -> dict[str, float]:
         """Each source's ensemble weight, and the target model's under ``"target"``."""
         out = {name: float(w) for name, w in zip(self.names, self.weights, strict=True)}

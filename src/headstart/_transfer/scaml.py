@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -67,6 +68,7 @@ DETERMINISTIC_NOISE = 1e-6  # noise-free objectives: sigma_t^2 pinned here (norm
 MIN_WEIGHT = 1e-10
 RESTART_EVERY = 5  # prior-drawn restarts every this many new observations (1: every call)
 FULL_RESTARTS_UNTIL = 5  # ... and at every call while there are at most this many observations
+MIN_TRIALS_FOR_SHARES = 3  # weight_summary() apportions variation from this many observations
 _FIT_MAXITER = 200
 _FIT_PGTOL = 1e-5
 
@@ -509,6 +511,7 @@ class ScaML(TransferSurrogate):
         self.prune_threshold = prune_threshold
         self.params: ScaMLParams | None = None
         self.ybar, self.scale = pooled_stats(self.moments, np.zeros(0))
+        self._last_X, self._last_y = np.zeros((0, len(self.is_cat))), np.zeros(0)
         self._cached_X: np.ndarray | None = None
         self._cached: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -556,6 +559,7 @@ class ScaML(TransferSurrogate):
             meta_at_train=cached,
         )
         self.params, self.ybar, self.scale = params, ybar, scale
+        self._last_X, self._last_y = X_t, y_t
         z_t = (y_t - ybar) / scale
         posterior = ScaMLPosterior(
             self.meta,
@@ -568,6 +572,68 @@ class ScaML(TransferSurrogate):
             prune_threshold=self.prune_threshold,
         )
         return posterior, z_t
+
+    def weight_summary(self) -> dict[str, Any]:
+        r"""Readable weights: each source's share of the observed variation, and standard errors.
+
+        On the target's observed inputs ``X_t`` (raw units), with ``r = y_t - sum_j w_j mu_j``
+        what the weighted sources leave unexplained:
+
+            share_m = Var[w_m mu_m(X_t)] / (sum_j Var[w_j mu_j(X_t)] + Var[r])
+
+        and the residual share ``Var[r] / (...)``. Unlike the raw weights, shares do not depend
+        on a source's scale (a source 1000x larger gets a 1000x smaller weight, the same share).
+        ``None`` with fewer than :data:`MIN_TRIALS_FOR_SHARES` observations. The standard errors
+        are a Laplace approximation: the square roots of the diagonal of the inverse Hessian of
+        the MAP objective (Eq. 9) at the fit (``nan`` before any target data, or where the
+        Hessian is not positive definite).
+
+        Returns:
+            ``{"shares": {name: share} | None, "residual_share": float | None,
+            "weight_se": {name: se}}``.
+        """
+        params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
+        se = {n: float(v) for n, v in zip(self.names, self._weight_se(params), strict=True)}
+        out: dict[str, Any] = {"shares": None, "residual_share": None, "weight_se": se}
+        if len(self._last_y) < MIN_TRIALS_FOR_SHARES:
+            return out
+        parts = params.weights[:, None] * self.meta.mean(self._last_X)  # M x n, raw units
+        spread = np.var(parts, axis=1)
+        residual = float(np.var(self._last_y - parts.sum(0)))
+        total = max(float(spread.sum()) + residual, 1e-300)
+        out["shares"] = {n: float(v / total) for n, v in zip(self.names, spread, strict=True)}
+        out["residual_share"] = residual / total
+        return out
+
+    def _weight_se(self, params: ScaMLParams) -> np.ndarray:
+        M, d = len(self.names), len(self.is_cat)
+        X_t, y_t = self._last_X, self._last_y
+        if self.params is None or not len(y_t):
+            return np.full(M, np.nan)
+        U, S = self._meta_at(X_t)
+        z = (y_t - self.ybar) / self.scale
+        objective = _TestObjective(U, S, X_t, z, self.is_cat, self.ybar, self.scale)
+        raw = torch.from_numpy(params.to_raw())
+        free = np.ones(len(raw), dtype=bool)
+        free[d + 1] = not self.deterministic  # a pinned noise is not a parameter
+        idx = torch.from_numpy(np.flatnonzero(free))
+
+        def f(sub: torch.Tensor) -> torch.Tensor:
+            full = raw.clone()
+            full[idx] = sub
+            return objective(full[None])[0]
+
+        try:
+            H = torch.autograd.functional.hessian(f, raw[idx]).numpy()
+            cov = np.linalg.inv(0.5 * (H + H.T))
+        except (np.linalg.LinAlgError, ModelFittingError):
+            return np.full(M, np.nan)
+        var = np.diagonal(cov)[-M:]
+        return np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
+
+    def diagnostics(self) -> dict[str, Any]:
+        """The base diagnostics plus :meth:`weight_summary`."""
+        return {**super().diagnostics(), **self.weight_summary()}
 
     def report(self) -> dict[str, float]:
         """Each source's weight ``w_m`` (the initial ``1/M`` before any test data)."""

@@ -218,7 +218,7 @@ def run_prior_sampling(task: Task, seed: int, budget: int) -> list[dict[str, Any
 
 # The ScaML-GP paper's acquisition for every method: UCB with beta = 9 (mu - 3 sigma when
 # minimising).
-PAPER_UCB = {"acquisition": "ucb", "ucb_beta": 9.0}
+PAPER_UCB = {"acquisition": "ucb", "ucb_beta": 9.0, "first_trial": "acquisition"}
 
 
 def run_headstart_gp_ucb(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -263,6 +263,11 @@ class TransferVariant:
             transfer_from=list(task.meta_tasks),
             **dict(self.settings),
         )
+
+
+def run_headstart_scaml_default(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart ScaML-GP with the library's defaults (first trial mu - sigma, then LogEI)."""
+    return _run_headstart(task, seed, budget, "scaml", transfer_from=list(task.meta_tasks))
 
 
 def run_headstart_warmstart(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -506,6 +511,7 @@ register_method("headstart-rgpe", run_headstart_rgpe)
 register_method("headstart-stackgp", run_headstart_stackgp)
 register_method("headstart-mtgp", run_headstart_mtgp)
 register_method("headstart-warmstart", run_headstart_warmstart)
+register_method("headstart-scaml-default", run_headstart_scaml_default)
 register_method("optuna-tpe", run_optuna_tpe)
 register_method("optuna-gp", run_optuna_gp)
 register_method("botorch-gp", run_botorch_gp)
@@ -514,9 +520,13 @@ register_method("headstart-pibo", run_headstart_pibo)
 register_method("headstart-pibo-logei", run_headstart_pibo_logei)
 register_method("prior-sampling", run_prior_sampling)
 for _suffix, _settings, _what in (
-    ("mean", {"first_trial": "mean", **PAPER_UCB}, "prior mean first, then UCB beta = 9"),
+    ("mean", {**PAPER_UCB, "first_trial": "mean"}, "prior mean first, then UCB beta = 9"),
     ("mean-logei", {"first_trial": "mean", "acquisition": "logei"}, "prior mean first, LogEI"),
     ("mean-ucb2", {"first_trial": "mean", "acquisition": "ucb", "ucb_beta": 2.0}, "mean, UCB 2"),
+    ("cand", {**PAPER_UCB, "first_trial": "candidates"}, "best source config first, UCB 9"),
+    ("cand-logei", {"first_trial": "candidates", "acquisition": "logei"}, "source config, LogEI"),
+    ("lcb-logei", {"first_trial": "lcb", "acquisition": "logei"}, "mu - sigma first, LogEI"),
+    ("lcb", {**PAPER_UCB, "first_trial": "lcb"}, "mu - sigma first, UCB beta = 9"),
 ):
     register_method(
         f"headstart-scaml-{_suffix}",
@@ -546,6 +556,7 @@ __all__ = [
     "run_headstart_random",
     "run_headstart_rgpe",
     "run_headstart_scaml",
+    "run_headstart_scaml_default",
     "run_headstart_stackgp",
     "run_headstart_warmstart",
     "run_optuna_gp",

@@ -79,13 +79,15 @@ def write_suite_report(
     reference: str,
     target: str,
     ncols: int = 3,
+    early: tuple[str, tuple[str, ...]] | None = None,
 ) -> tuple[Path, Path, Path, str]:
     r"""Write ``<name>.png`` (regret), ``<name>_overhead.png`` and ``<name>.md`` into ``out_dir``.
 
     The markdown starts with ``title`` and ``intro``, then the cross-task table
     (:func:`~headstart.benchmarks.report.overall_summary`) and per-task tables with final and
     cumulative regret; the verdict judges ``target`` against ``reference`` on final and
-    cumulative regret.
+    cumulative regret. ``early = (method, baselines)`` adds the regret at trials 1, 3, 5, 10
+    and the final one (:func:`~headstart.benchmarks.report.early_regret_summary`) first.
 
     Returns:
         ``(regret png, overhead png, markdown file, summary text)``.
@@ -102,6 +104,10 @@ def write_suite_report(
         criteria=("regret", "cumulative"),
         overall=True,
     )
+    if early is not None:
+        from headstart.benchmarks.report import early_regret_summary
+
+        text = early_regret_summary(frame, early[0], early[1]) + "\n" + text
     md = out_dir / f"{name}.md"
     md.write_text(
         f"# {title}\n\n{intro.strip()}\n\n![simple regret]({regret_png.name})\n\n"
