@@ -14,12 +14,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import multiprocessing as mp
 import time
 import uuid
 from pathlib import Path
+
+from headstart.benchmarks.csvlog import append_row, read_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 FIELDS = ["label", "backend", "method", "workers", "rounds", "trials", "numbers", "complete",
@@ -84,14 +85,8 @@ def main() -> None:
     print(json.dumps(row))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "duplicates.csv"
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
+    append_row(path, FIELDS, row)
+    rows = read_rows(path)
     lines = [
         "# Duplicate configurations under overlapping asks",
         "",

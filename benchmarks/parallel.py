@@ -25,13 +25,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from headstart.benchmarks.csvlog import append_row, read_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 FIELDS = ["library", "mode", "workers", "seed", "wall_s", "regret", "duplicates", "n"]
@@ -111,10 +112,7 @@ def run_optuna(workers: int, seed: int, budget: int, folder: Path) -> dict:
 
 
 def _load(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
+    return read_rows(path)
 
 
 def _report(rows: list[dict], out: Path, command: str) -> None:
@@ -199,13 +197,7 @@ def main() -> None:
                     result = run_optuna(k, seed, args.budget, Path(tmp))
                 row = {"library": lib, "mode": mode, "workers": k, "seed": seed, **result}
                 print(json.dumps(row), flush=True)
-                new = not path.exists()
-                with open(path, "a", newline="") as f:
-                    writer = csv.DictWriter(f, fieldnames=FIELDS)
-                    if new:
-                        writer.writeheader()
-                    writer.writerow(row)
-                rows.append({k2: str(v) for k2, v in row.items()})
+                rows.append(append_row(path, FIELDS, row))
     command = "python benchmarks/parallel.py"
     if args.out != DOCS:
         command += f" --out {args.out}"

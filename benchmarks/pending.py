@@ -28,12 +28,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import time
 from collections import deque
 from pathlib import Path
+
+from headstart.benchmarks.csvlog import append_row, read_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 FIELDS = ["task", "rule", "k", "seed", "regret", "regret_auc", "ask_s", "n", "mode"]
@@ -81,10 +82,7 @@ def run(task_name: str, rule: str, k: int, seed: int, budget: int, batch: bool =
 
 
 def _load(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return [{**r, "mode": r.get("mode") or "async"} for r in csv.DictReader(f)]
+    return [{**r, "mode": r.get("mode") or "async"} for r in read_rows(path)]
 
 
 def _report(rows: list[dict], out: Path, command: str) -> None:
@@ -163,13 +161,7 @@ def main() -> None:
             row = {"task": task, "rule": rule, "k": k, "seed": seed, "mode": mode}
             row |= run(task, rule, k, seed, args.budget, batch=mode == "batch")
             print(json.dumps(row), flush=True)
-            new = not path.exists()
-            with open(path, "a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=FIELDS)
-                if new:
-                    writer.writeheader()
-                writer.writerow(row)
-            rows.append({key: str(v) for key, v in row.items()})
+            rows.append(append_row(path, FIELDS, row))
     command = "python benchmarks/pending.py"
     if args.out != DOCS:
         command += f" --out {args.out}"

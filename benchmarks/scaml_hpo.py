@@ -29,7 +29,7 @@ from pathlib import Path
 
 DEFAULT_METHODS = (
     "headstart-scaml,headstart-rgpe,headstart-stackgp,headstart-mtgp,"
-    "headstart-gp-ucb,headstart-gp,headstart-random"
+    "headstart-gp-ucb,headstart-gp,headstart-random,headstart-scaml-default,headstart-warmstart"
 )
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 NAME = "scaml_hpo"
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         reference=args.reference,
         target=args.target,
         ncols=4,
+        early=("headstart-scaml-default", ("headstart-warmstart", "headstart-gp")),
     )
     sys.stdout.write(text)
     print(

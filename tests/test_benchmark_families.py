@@ -367,6 +367,9 @@ def test_scaml_paper_script_smoke(tmp_path):
         "hartmann3-m32": 40,
         "hartmann6-m8": 80,
         "hartmann6-m32": 80,
+        "branin-m1": 40,
+        "branin-m2": 40,
+        "branin-m4": 40,
     }
     args = ["--smoke", "--methods", "headstart-random", "--workers", "1", "--quiet"]
     args += ["--reference", "headstart-random", "--target", "headstart-random"]
@@ -376,6 +379,7 @@ def test_scaml_paper_script_smoke(tmp_path):
     assert set(frame["task"]) == {"branin-m8", "hartmann3-m8"} and set(frame["budget"]) == {6}
     text = (tmp_path / "scaml_paper.md").read_text()
     assert "### All tasks (2)" in text and "cumulative regret" in text
+    assert "### Regret at the first trials" in text
     assert (tmp_path / "scaml_paper.png").stat().st_size > 5000
     assert (tmp_path / "scaml_paper_overhead.png").stat().st_size > 5000
 
@@ -415,3 +419,26 @@ def test_few_source_families_draw_a_subset_of_the_other_datasets():
     assert "car" not in {m.name for t in one for m in t.meta_tasks}
     assert len({tuple(m.name for m in t.meta_tasks) for t in one}) > 1  # drawn per seed
     assert len(get_task("branin-m1").instance(0).meta_tasks) == 1
+
+
+def test_transfer_defaults_script_smoke(tmp_path):
+    module = _script("transfer_defaults")
+    code = module.main(
+        [
+            "--tasks",
+            "branin-m1",
+            "--seeds",
+            "1",
+            "--budget",
+            "3",
+            "--workers",
+            "1",
+            "--methods",
+            "headstart-scaml-default,headstart-warmstart",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    text = (tmp_path / "transfer_defaults.md").read_text()
+    assert "| branin-m1 | headstart-warmstart |" in text  # the ratio row of the target

@@ -339,3 +339,29 @@ def test_suggest_latency_script_smoke(tmp_path):
     table = out.with_suffix(".md").read_text()
     assert "| 11 |" in table and "headstart / optuna" in table
     assert out.with_suffix(".csv").read_text().startswith("n,headstart,optuna")
+
+
+def test_early_regret_summary_reports_trials_and_ratios():
+    import pandas as pd
+
+    from headstart.benchmarks.report import early_regret_summary
+
+    rows = []
+    for method, scale in (("target", 1.0), ("base", 2.0)):
+        for seed in range(2):
+            for it in range(1, 13):
+                rows.append(
+                    {
+                        "method": method,
+                        "task": "t",
+                        "seed": seed,
+                        "budget": 12,
+                        "iteration": it,
+                        "regret": scale / it,
+                        "seconds_suggest": 0.1,
+                        "value": 0.0,
+                    }
+                )
+    text = early_regret_summary(pd.DataFrame(rows), "target", ("base",), trials=(1, 5))
+    assert "| t | **target** | 2 | 1 | 0.2 | 0.0833 |" in text
+    assert "| t | base | 0.5 | 0.5 | 0.5 |" in text
