@@ -57,6 +57,7 @@ def test_scaml_loop_finds_the_optimum_and_reports_weights(storage):
     assert isinstance(report, hs.TransferReport)
     assert set(report.weights) == {"related", "unrelated"}
     assert report.weights["related"] > 5 * report.weights["unrelated"]
+    assert report.shares["related"] > 2 * report.shares["unrelated"]
     assert report.n_trials == 8 and report.residual_variance > 0
     assert report.to_frame()["source"].iloc[0] == "related"
 

@@ -520,6 +520,10 @@ class MetaGPs:
         self._log_s = torch.log(self._s)
         self._maps, self._psi_train = self._features(X[mask > 0])
 
+    def inputs(self) -> np.ndarray:
+        """All tasks' training inputs, stacked (``sum_m n_m x d``)."""
+        return self._X[self._mask > 0].numpy()
+
     # --- construction --------------------------------------------------------------------------
     @classmethod
     def _build(

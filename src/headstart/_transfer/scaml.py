@@ -574,12 +574,13 @@ class ScaML(TransferSurrogate):
         return posterior, z_t
 
     def weight_summary(self) -> dict[str, Any]:
-        r"""Readable weights: each source's share of the observed variation, and standard errors.
+        r"""Readable weights: each source's share of the model's variation, and standard errors.
 
-        On the target's observed inputs ``X_t`` (raw units), with ``r = y_t - sum_j w_j mu_j``
-        what the weighted sources leave unexplained:
+        With ``X`` the sources' and the target's inputs together and ``r = y_t - sum_j w_j
+        mu_j(X_t)`` what the weighted sources leave unexplained of the observed values (raw
+        units):
 
-            share_m = Var[w_m mu_m(X_t)] / (sum_j Var[w_j mu_j(X_t)] + Var[r])
+            share_m = Var_X[w_m mu_m] / (sum_j Var_X[w_j mu_j] + Var[r])
 
         and the residual share ``Var[r] / (...)``. Unlike the raw weights, shares do not depend
         on a source's scale (a source 1000x larger gets a 1000x smaller weight, the same share).
@@ -597,13 +598,21 @@ class ScaML(TransferSurrogate):
         out: dict[str, Any] = {"shares": None, "residual_share": None, "weight_se": se}
         if len(self._last_y) < MIN_TRIALS_FOR_SHARES:
             return out
-        parts = params.weights[:, None] * self.meta.mean(self._last_X)  # M x n, raw units
-        spread = np.var(parts, axis=1)
-        residual = float(np.var(self._last_y - parts.sum(0)))
+        X = np.concatenate([self._meta_inputs(), self._last_X])
+        spread = np.var(params.weights[:, None] * self.meta.mean(X), axis=1)  # raw units
+        fitted = params.weights @ self.meta.mean(self._last_X)
+        residual = float(np.var(self._last_y - fitted))
         total = max(float(spread.sum()) + residual, 1e-300)
         out["shares"] = {n: float(v / total) for n, v in zip(self.names, spread, strict=True)}
         out["residual_share"] = residual / total
         return out
+
+    def _meta_inputs(self, limit: int = 2048) -> np.ndarray:
+        """Up to ``limit`` of the sources' inputs (evenly spaced rows, deterministic)."""
+        X = self.meta.inputs()
+        if len(X) > limit:
+            X = X[np.linspace(0, len(X) - 1, limit).astype(int)]
+        return X
 
     def _weight_se(self, params: ScaMLParams) -> np.ndarray:
         M, d = len(self.names), len(self.is_cat)
