@@ -107,28 +107,21 @@ def test_first_suggestion_exploits_the_sources_optimum(method):
 
 def test_the_papers_first_suggestion_stays_available():
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
-    paper = hs.create_study(
-        "paper",
-        space,
-        storage=None,
-        method="scaml",
-        transfer_from=_bowl_sources(),
-        seed=0,
-        acquisition="ucb",
-        ucb_beta=9.0,
-        first_trial="acquisition",
-    )
-    mean = hs.create_study(
-        "mean",
-        space,
-        storage=None,
-        method="scaml",
-        transfer_from=_bowl_sources(),
-        seed=0,
-        acquisition="ucb",
-        ucb_beta=9.0,
-        first_trial="mean",
-    )
+
+    def study(first_trial: str) -> hs.Study:
+        return hs.create_study(
+            first_trial,
+            space,
+            storage=None,
+            method="scaml",
+            transfer_from=_bowl_sources(),
+            seed=0,
+            acquisition="ucb",
+            ucb_beta=9.0,
+            first_trial=first_trial,
+        )
+
+    paper, mean = study("acquisition"), study("mean")
     assert paper.ask().params != mean.ask().params
     with pytest.raises(hs.InvalidSettingError, match="first_trial"):
         hs.create_study("bad", space, storage=None, first_trial="best")

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from headstart._engine import FIRST_RULES
 from headstart._methods import ACQUISITIONS, MethodSpec, get_method
 from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
-FIRST_TRIAL_RULES = ("candidates", "mean", "lcb", "acquisition")
 
 
 def _check_bool(label: str, value: Any) -> None:
@@ -116,9 +116,9 @@ class StudyConfig:
             low = 0 if (label == "n_initial" and not spec.initial_design) else 1
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
                 raise InvalidSettingError(f"{label} must be a positive integer or None; got {v!r}.")
-        if self.first_trial is not None and self.first_trial not in FIRST_TRIAL_RULES:
+        if self.first_trial is not None and self.first_trial not in FIRST_RULES:
             raise InvalidSettingError(
-                f"first_trial must be one of {FIRST_TRIAL_RULES}; got {self.first_trial!r}."
+                f"first_trial must be one of {FIRST_RULES}; got {self.first_trial!r}."
             )
         v = self.ucb_beta
         if v is not None and (
@@ -181,4 +181,4 @@ class StudyConfig:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-__all__ = ["DIRECTIONS", "FIRST_TRIAL_RULES", "StudyConfig"]
+__all__ = ["DIRECTIONS", "StudyConfig"]

@@ -55,10 +55,15 @@ class TransferReport:
         if self.shares is None:
             ranked = ", ".join(f"{name} {w:.2g}" for name, w in self.ranked())
             return f"After {self.n_trials} trials the sources' weights are: {ranked}."
+
+        def se_of(name: str) -> float | None:  # a usable standard error, else None
+            se = (self.weight_se or {}).get(name)
+            return se if se is not None and se == se else None
+
         parts = []
         for name, share in sorted(self.shares.items(), key=lambda kv: -kv[1]):
-            w, se = self.weights.get(name, float("nan")), (self.weight_se or {}).get(name)
-            sure = "" if se is None or se != se else f" ± {se:.2g}"
+            w, se = self.weights.get(name, float("nan")), se_of(name)
+            sure = "" if se is None else f" ± {se:.2g}"
             parts.append(f"{name} {share:.0%} (weight {w:.2g}{sure})")
         residual = self.residual_share or 0.0
         text = (
@@ -71,13 +76,7 @@ class TransferReport:
                 " The sources look irrelevant to this task so far: the model relies on the "
                 "task's own data, like plain GP-BO."
             )
-        uncertain = [
-            n
-            for n, w in self.weights.items()
-            if self.weight_se
-            and self.weight_se.get(n, 0) == self.weight_se.get(n, 0)
-            and w < 2 * self.weight_se.get(n, 0)
-        ]
+        uncertain = [n for n, w in self.weights.items() if (se := se_of(n)) and w < 2 * se]
         if uncertain and residual < IRRELEVANT_SHARE:
             text += f" Not yet distinguishable from 0 (weight < 2 s.e.): {', '.join(uncertain)}."
         return text

@@ -17,8 +17,10 @@ One :meth:`BOEngine.suggest` call
 4. maximizes LogEI, EI, PI or UCB (:func:`headstart._engine.optimize.optimize_criterion`,
    preconditioned by the posterior's lengthscales), or draws a Thompson sample
    (:func:`headstart._engine.optimize.thompson_sample`), optionally prior-weighted (piBO). With
-   no observation yet there is no incumbent, so the prior's optimistic optimum (UCB) is used, as
-   in ScaML-GP's experiments, which start "from scratch without initial samples";
+   no observation yet there is no incumbent; an informative prior's first point then follows
+   ``first_rule`` (:data:`FIRST_RULES`): UCB with ``ucb_beta`` as in ScaML-GP's experiments,
+   which start "from scratch without initial samples", the prior mean, the pessimistic
+   ``mu - sigma``, or the best of the screened candidates;
 5. for a batch (``q > 1``, or ``study.ask(n)`` through :meth:`BOEngine.reuse_fit`), treats the
    chosen point as pending and repeats 3-4 (sequential greedy with fantasies: one hyperparameter
    fit per batch). The batch's own earlier points are fantasized at the worst observed value
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from headstart._engine import FIRST_RULES
 from headstart._engine.acquisition import UCB_BETA, Criterion, PriorWeight
 from headstart._engine.optimize import MixedSpace, optimize_criterion, thompson_sample
 from headstart._engine.protocols import Surrogate
@@ -48,7 +51,6 @@ from headstart._engine.threads import limit_threads
 KINDS = ("continuous", "integer", "categorical")
 ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no lengthscales
-FIRST_RULES = ("acquisition", "mean", "lcb", "candidates")
 FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0}  # UCB beta of each first-trial rule
 PENDING_RULES = ("believer", "liar", "refit")
 DEFAULT_PENDING_RULE = "believer"
