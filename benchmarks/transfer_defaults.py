@@ -85,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         "`headstart-scaml` the paper's UCB beta = 9 from the first trial; `headstart-warmstart` "
         "the sources' best configurations first, then GP-BO; `headstart-gp` no transfer. "
         "Other `headstart-scaml-*` rows are the variants measured to choose the default "
-        "(`mean`: the prior mean's maximizer first; `cand`: the best source configuration by the "
-        "prior mean first; `lcb`: `mu - sigma` first; `-logei`: LogEI afterwards, else UCB 9)."
+        "(`mean`: the prior mean's maximizer first; `cand`: of the sources' own best "
+        "configurations, one per source, the one with the highest prior mean first; `lcb`: "
+        "`mu - sigma` first; `-logei`: LogEI afterwards, else UCB 9)."
     )
     text = early_regret_summary(frame, TARGET, BASELINES, trials=(1, 3, 5, 10))
     (args.out / "transfer_defaults.md").write_text(

@@ -43,10 +43,11 @@ class StudyConfig:
         deterministic: The objective is noise-free.
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
         first_trial: Transfer methods' suggestion before any observation of the target:
-            ``"candidates"`` (of the sources' evaluated configurations, the one the model
-            expects best), ``"mean"`` (the maximizer of the sources' prior mean) or
-            ``"acquisition"`` (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper);
-            ``None``: the method's default.
+            ``"candidates"`` (of the sources' own best configurations, one per source, the
+            one the model expects best), ``"lcb"`` (the maximizer of the prior's
+            ``mu - sigma``), ``"mean"`` (the maximizer of the prior mean) or ``"acquisition"``
+            (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper); ``None``: the
+            method's default.
         transfer: Where the frozen meta-data are stored (set by ``create_study``).
         prior_strength: piBO's ``beta`` (``None``: ``budget / 10``, or 10).
         use_priors: ``False`` ignores the space's priors.

@@ -131,6 +131,7 @@ class Strategy:
                 ucb_beta=self.ucb_beta,
                 first_rule=self.first_trial,
                 candidates=self._candidates(),
+                n_first=len(self.meta_tasks) or None,
             )
         return self._engine
 

@@ -134,10 +134,11 @@ def create_study(
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
             methods (ScaML-GP's ``beta^(1/2) = 3``).
         first_trial: Transfer methods, before the first observation of this task:
-            ``"candidates"`` (of the configurations the sources evaluated, the one the model
-            expects best), ``"mean"`` (the maximizer of the sources' prior mean) or
-            ``"acquisition"`` (UCB with ``ucb_beta`` on the sources' prior, as in the ScaML-GP
-            paper).
+            ``"candidates"`` (of the sources' own best configurations, one per source, the one
+            the model expects best), ``"lcb"`` (the maximizer of the prior's ``mu - sigma``),
+            ``"mean"`` (the maximizer of the sources' prior mean) or ``"acquisition"`` (UCB
+            with ``ucb_beta`` on the sources' prior, as in the ScaML-GP paper). Default: the
+            method's (see ``docs/benchmarks/transfer_defaults.md`` for the measurement).
         prior_strength: piBO's ``beta`` (Hvarfner et al. 2022): when parameters carry priors
             (``hs.Normal``, ``hs.Beta``, categorical weights) or ``prior_density`` is given, every
             model-based suggestion maximizes ``acquisition(x) * pi(x)^(beta / n)``, ``n = 1, 2,

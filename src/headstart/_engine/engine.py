@@ -101,11 +101,13 @@ class BOEngine:
         first_rule: The suggestion before any observation, with nothing pending (informative
             priors only; :data:`FIRST_RULES`): ``"acquisition"`` -- UCB with ``ucb_beta`` on the
             prior; ``"mean"`` -- the prior mean's maximizer; ``"lcb"`` -- the maximizer of the
-            pessimistic ``mu - sigma`` (where the sources agree); ``"candidates"`` -- the candidate
-            with the highest prior mean (for transfer: the configuration the sources evaluated
-            that the model expects to be best).
+            pessimistic ``mu - sigma`` (where the sources agree); ``"candidates"`` -- of the
+            first ``n_first`` candidates, the one with the highest prior mean (for transfer:
+            of the sources' own best configurations, the one the model expects to be best).
         candidates: ``c x d`` points the acquisition search always screens (for transfer: the
-            sources' best configurations), or ``None``.
+            sources' best configurations, best first), or ``None``.
+        n_first: How many leading rows of ``candidates`` the ``"candidates"`` rule chooses
+            among (for transfer: one per source, each source's best); default all.
 
     Example:
         >>> from headstart._gp import MaternGP
@@ -127,6 +129,7 @@ class BOEngine:
         pending_rule: str | None = None,
         first_rule: str = "acquisition",
         candidates: np.ndarray | None = None,
+        n_first: int | None = None,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
@@ -151,6 +154,9 @@ class BOEngine:
             )
         if first_rule == "candidates" and self.candidates is None:
             raise ValueError('first_rule="candidates" needs candidates.')
+        if n_first is not None and n_first < 1:
+            raise ValueError(f"n_first must be >= 1; got {n_first}.")
+        self.n_first = n_first
         if hasattr(surrogate, "condition"):
             self._surrogate, self._build = surrogate, None
         else:
@@ -282,7 +288,8 @@ class BOEngine:
         if self.acquisition == "ts" and len(y):
             return thompson_sample(criterion.posterior, self._space, X, y, rng, criterion)
         if self.first_rule == "candidates" and not len(X):  # the first trial: a known winner
-            return self.candidates[int(np.argmax(criterion.value(self.candidates)))]
+            pool = self.candidates[: self.n_first]
+            return pool[int(np.argmax(criterion.value(pool)))]
         ell = criterion.posterior.lengthscales
         if ell is None:
             ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
