@@ -62,6 +62,9 @@ _EXPORTS = {
     "delete_study": "headstart.study",
     "kernels": "headstart.kernels",
     "load_study": "headstart.study",
+    "mphd": "headstart.mphd",
+    "PriorModelError": "headstart.exceptions",
+    "PretrainingDataError": "headstart.exceptions",
 }
 
 
@@ -81,7 +84,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from headstart import kernels
+    from headstart import kernels, mphd
     from headstart._meta import MetaTask
     from headstart.exceptions import (
         ConstantTargetError,
@@ -100,7 +103,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         NoCompletedTrialsError,
         NonNumericColumnError,
         NumericsWarning,
+        PretrainingDataError,
         PriorDensityError,
+        PriorModelError,
         SearchSpaceError,
         SourceFileError,
         SourceSpaceMismatchError,
@@ -143,7 +148,9 @@ __all__ = [
     "NonNumericColumnError",
     "Normal",
     "NumericsWarning",
+    "PretrainingDataError",
     "PriorDensityError",
+    "PriorModelError",
     "SearchSpace",
     "SearchSpaceError",
     "SourceFileError",
@@ -164,4 +171,5 @@ __all__ = [
     "delete_study",
     "kernels",
     "load_study",
+    "mphd",
 ]

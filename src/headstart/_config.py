@@ -49,6 +49,8 @@ class StudyConfig:
             (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper); ``None``: the
             method's default.
         transfer: Where the frozen meta-data are stored (set by ``create_study``).
+        prior_model: Model-cache key of an MPHD prior (``method="mphd"``; set by
+            ``create_study``).
         prior_strength: piBO's ``beta`` (``None``: ``budget / 10``, or 10).
         use_priors: ``False`` ignores the space's priors.
         prior_density: A joint density was given (callables are not stored).
@@ -71,6 +73,7 @@ class StudyConfig:
     ucb_beta: float | None = None
     first_trial: str | None = None
     transfer: dict | None = None
+    prior_model: str | None = None
     prior_strength: float | None = None
     use_priors: bool = True
     prior_density: bool = False

@@ -34,6 +34,9 @@ class BuildContext:
         deterministic: The objective is noise-free.
         meta_tasks: Earlier tasks (:class:`headstart._meta.MetaTask`), for transfer methods.
         cache: A :class:`~headstart._engine.protocols.ModelCache` for fitted meta-models.
+        kinds: ``"continuous"``, ``"integer"`` or ``"categorical"`` per encoded column.
+        prior_model: The study's pre-trained MPHD prior (:class:`headstart.mphd.PriorModel`),
+            for methods whose sources may come from any search space.
         kernel: ``"matern"``, ``"auto"`` or a kernel expression.
         kernel_search: Options of ``kernel="auto"`` (a mapping).
         map: ``map(function, payloads)`` that runs pieces of a large fit elsewhere (a Dask
@@ -45,6 +48,8 @@ class BuildContext:
     deterministic: bool = False
     meta_tasks: Sequence[Any] = ()
     cache: Any = None
+    kinds: tuple[str, ...] = ()
+    prior_model: Any = None
     kernel: str = "matern"
     kernel_search: Any = None
     map: Callable[[Callable, list], Any] | None = None
@@ -97,6 +102,11 @@ class MethodSpec:
     def uses_sources(self) -> bool:
         """Whether the method learns from ``transfer_from``."""
         return self.sources != "none"
+
+    @property
+    def same_space(self) -> bool:
+        """Whether the method's sources must share the study's search space (meta-tasks)."""
+        return self.sources == "same-space"
 
     @property
     def model_based(self) -> bool:
@@ -175,6 +185,17 @@ def _transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[Bu
     return build
 
 
+def _build_mphd(ctx: BuildContext):
+    """The Matérn GP, MAP-fit under the pre-trained MPHD priors of this space's dimensions."""
+    from headstart._gp import MaternGP
+
+    return MaternGP(
+        ctx.is_cat,
+        deterministic=ctx.deterministic,
+        hyperprior=ctx.prior_model.hyperprior(ctx.kinds),
+    )
+
+
 # Transfer defaults chosen by measurement (docs/benchmarks/transfer_defaults.md): the first trial
 # maximizes the pessimistic mu - sigma of the sources' prior (where they agree), then LogEI. The
 # ScaML-GP paper's setting (UCB beta = 9 throughout) is acquisition="ucb", first_trial=
@@ -206,6 +227,14 @@ register_method(
         _build_gp,
         kernels=True,
         warm_start=True,
+    )
+)
+register_method(
+    MethodSpec(
+        "mphd",
+        "any-space",
+        "GP with priors pre-trained on earlier studies of any search space (MPHD, Fan et al. 2024)",
+        _build_mphd,
     )
 )
 for _name, _module, _class, _meta_gps, _description in (

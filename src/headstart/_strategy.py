@@ -87,10 +87,15 @@ class Strategy:
         self.seed = config.seed
         self.acquisition = config.acquisition
         self.meta_tasks = list(meta_tasks)
-        if spec.uses_sources and not self.meta_tasks:
+        if spec.same_space and not self.meta_tasks:
             raise InvalidSettingError(
                 f"method={self.method!r} learns from earlier tasks; pass transfer_from=... (study "
                 "names, 'all', a DataFrame or MetaTasks), or use method='gp'."
+            )
+        if spec.sources == "any-space" and not config.prior_model:
+            raise InvalidSettingError(
+                f"method={self.method!r} needs a pre-trained prior: pass transfer_from=... "
+                "(earlier studies on any search space) or prior_model=... to create_study."
             )
         self.ucb_beta = config.ucb_beta if config.ucb_beta is not None else spec.ucb_beta
         self.first_trial = config.first_trial or spec.first_trial
@@ -137,7 +142,7 @@ class Strategy:
 
     def _candidates(self) -> np.ndarray | None:
         """The sources' best configurations (encoded), which every acquisition search screens."""
-        if not self.spec.uses_sources or self.spec.warm_start:
+        if not self.spec.same_space or self.spec.warm_start:
             return None
         return ranked_configurations(self.meta_tasks, N_SOURCE_CANDIDATES)
 
@@ -148,10 +153,20 @@ class Strategy:
             deterministic=self.config.deterministic,
             meta_tasks=tuple(self.meta_tasks),
             cache=self.cache,
+            kinds=tuple(c.kind for c in self.space.columns),
+            prior_model=self._prior_model(),
             kernel=self.config.kernel,
             kernel_search=self.config.kernel_search,
             map=map,
         )
+
+    def _prior_model(self):
+        """The study's MPHD prior, read from the model cache (``None`` for other methods)."""
+        if not self.config.prior_model:
+            return None
+        from headstart.sources._domains import stored_prior_model
+
+        return stored_prior_model(self.cache, self.config.prior_model)
 
     def prefit(self, map: Callable | None = None) -> None:
         """Fit and cache what all processes of the study share (meta-task GPs), once, here.

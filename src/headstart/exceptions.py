@@ -78,6 +78,14 @@ class SourceFileError(HeadstartError, OSError):
 
 
 # --- storage --------------------------------------------------------------------------------------
+class PriorModelError(HeadstartError, ValueError):
+    """A pre-trained MPHD prior file is unreadable: wrong format or version, tampered, corrupt."""
+
+
+class PretrainingDataError(HeadstartError, ValueError):
+    """Too little (or unusable) data to pre-train an MPHD prior."""
+
+
 class StorageError(HeadstartError):
     """The storage could not be opened, read or written."""
 
@@ -149,6 +157,8 @@ __all__ = [
     "NoCompletedTrialsError",
     "NonNumericColumnError",
     "NumericsWarning",
+    "PretrainingDataError",
+    "PriorModelError",
     "SearchSpaceError",
     "SourceFileError",
     "SourceSpaceMismatchError",

@@ -33,7 +33,7 @@ from headstart.exceptions import (
     UnknownStudyError,
 )
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
-from headstart.sources import resolve_sources
+from headstart.sources import resolve_prior_model, resolve_sources
 from headstart.space import SearchSpace
 from headstart.storage import DEFAULT_STORAGE_URL, get_storage
 from headstart.storage.meta_data import save_meta_data
@@ -94,6 +94,7 @@ def create_study(
     acquisition: str | None = None,
     deterministic: bool = False,
     transfer_from: Any = None,
+    prior_model: Any = None,
     ucb_beta: float | None = None,
     first_trial: str | None = None,
     prior_strength: float | None = None,
@@ -117,20 +118,27 @@ def create_study(
             an in-memory study.
         method: ``"gp"`` (GP-BO), ``"random"``, or a transfer method that also learns from
             ``transfer_from``: ``"scaml"`` (ScaML-GP, Tighineanu et al. 2024), ``"rgpe"``,
-            ``"stackgp"`` or ``"mtgp"`` (baselines).
+            ``"stackgp"`` or ``"mtgp"`` (baselines); or ``"mphd"``: a GP whose hyperparameter
+            priors were pre-trained on earlier studies of *any* search space (Fan et al. 2024).
         seed: Seed of every suggestion (drawn at random and stored when ``None``).
         n_initial: Size of the Sobol initial design (default ``min(2d + 1, budget / 5)``).
         budget: Planned number of trials (sets the default ``n_initial``).
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``; default ``"logei"``,
-            ``"ei"`` when priors are active (piBO; measured to recover faster from a wrong prior),
-            and ``"ucb"`` for transfer methods (as in the ScaML-GP paper).
+            ``"ei"`` when priors are active (piBO; measured to recover faster from a wrong prior);
+            the ScaML-GP paper's setting is ``"ucb"`` with ``first_trial="acquisition"``.
         deterministic: Set ``True`` when evaluating the same configuration twice gives the same
             value (simulations, test functions): the GP then interpolates instead of fitting a
             noise level, which converges faster on such objectives.
         transfer_from: Earlier tasks on the same search space for a transfer method: study
             names, ``"all"`` (every study in the storage with this space), MetaTasks, pandas
             DataFrames or CSV paths (see :func:`headstart.sources.resolve_sources`). The
-            meta-data are copied into the storage when the study is created.
+            meta-data are copied into the storage when the study is created. For
+            ``method="mphd"``: study names or ``"all"`` on any search spaces (or
+            :class:`headstart.mphd.Domain` objects); a prior is pre-trained on them once and
+            cached in the storage under the data's hash.
+        prior_model: ``method="mphd"`` only, instead of ``transfer_from``: a pre-trained
+            :class:`headstart.mphd.PriorModel`, the path of its JSON file, or the name it was
+            saved under in this storage (:func:`headstart.sources.save_prior_model`).
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
             methods (ScaML-GP's ``beta^(1/2) = 3``).
         first_trial: Transfer methods, before the first observation of this task:
@@ -212,7 +220,17 @@ def create_study(
     store = get_storage(storage)
     with contextlib.suppress(UnknownStudyError):  # refuse a bad resume before storing anything
         _check_resumable(store.get_study(name), store, space, direction, method)
-    if transfer_from is not None:
+    if spec.sources == "any-space":
+        key = resolve_prior_model(
+            transfer_from, prior_model, store, exclude=(name,), seed=config.seed
+        )
+        config = dataclasses.replace(config, prior_model=key)
+    elif prior_model is not None:
+        raise InvalidSettingError(
+            f"prior_model is for method='mphd' (a prior pre-trained on other search spaces); "
+            f"method={method!r} does not use it."
+        )
+    elif transfer_from is not None:
         if not spec.uses_sources:
             raise InvalidSettingError(
                 f"transfer_from needs a transfer method; method={method!r} ignores earlier tasks. "

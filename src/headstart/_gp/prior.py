@@ -110,13 +110,111 @@ class DimScaledLogNormalHyperPrior:
         return {"kind": self.kind}
 
 
+@dataclass(frozen=True)
+class FlatHyperPrior:
+    r"""No prior: the MAP fit is the type-II maximum-likelihood fit (within the raw bounds)."""
+
+    kind: ClassVar[str] = "flat"
+
+    def log_prob(self, inv_sq_lengthscales, outputscale, noise):
+        return outputscale * 0.0
+
+    def initial(self, dim: int) -> tuple[np.ndarray, float, float]:
+        return np.ones(dim), 1.0, 1e-2
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+@dataclass(frozen=True)
+class GammaHyperPrior:
+    r"""Independent Gamma priors (shape ``a``, rate ``b``) on each lengthscale, ``s`` and
+    ``sigma^2`` -- the hierarchical GP of MPHD (Fan et al. 2024, Sec. 2 and App. E), whose
+    per-dimension lengthscale Gammas come from a pre-trained context network
+    (:mod:`headstart.mphd`):
+
+        log p(theta) = sum_j [(a_j - 1) log ell_j - b_j ell_j] + (a_s - 1) log s - b_s s
+                       + (a_n - 1) log sigma^2 - b_n sigma^2        (+ const)
+
+    on the hyperparameters themselves, without the Jacobian of the log parametrization, as in
+    the paper's MAP (Eq. 6).
+
+    Args:
+        lengthscale: ``(a, b)`` per dimension: two sequences of ``d`` positive floats.
+        outputscale: ``(a, b)`` of the output scale ``s``.
+        noise: ``(a, b)`` of the noise variance ``sigma^2``.
+
+    Example:
+        >>> import torch
+        >>> prior = GammaHyperPrior(((2.0,), (1.0,)), (1.0, 1.0), (1.0, 1.0))
+        >>> one = torch.ones((), dtype=torch.float64)
+        >>> round(float(prior.log_prob(torch.ones(1, dtype=torch.float64), one, one)), 6)
+        -3.0
+    """
+
+    kind: ClassVar[str] = "gamma"
+    lengthscale: tuple[tuple[float, ...], tuple[float, ...]]
+    outputscale: tuple[float, float]
+    noise: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        a, b = (tuple(float(v) for v in part) for part in self.lengthscale)
+        object.__setattr__(self, "lengthscale", (a, b))
+        object.__setattr__(self, "outputscale", tuple(float(v) for v in self.outputscale))
+        object.__setattr__(self, "noise", tuple(float(v) for v in self.noise))
+        values = [*a, *b, *self.outputscale, *self.noise]
+        if len(a) != len(b) or not all(math.isfinite(v) and v > 0 for v in values):
+            raise ValueError("GammaHyperPrior needs positive, finite shapes and rates.")
+
+    @property
+    def dim(self) -> int:
+        return len(self.lengthscale[0])
+
+    def log_prob(self, inv_sq_lengthscales, outputscale, noise):
+        import torch
+
+        if inv_sq_lengthscales.numel() != self.dim:
+            raise ValueError(
+                f"This prior has {self.dim} lengthscales; the GP has {inv_sq_lengthscales.numel()}."
+            )
+        a, b = (torch.tensor(v, dtype=inv_sq_lengthscales.dtype) for v in self.lengthscale)
+        ell = inv_sq_lengthscales ** (-0.5)
+        return (
+            ((a - 1.0) * torch.log(ell) - b * ell).sum()
+            + _gamma(outputscale, *self.outputscale)
+            + _gamma(noise, *self.noise)
+        )
+
+    def initial(self, dim: int) -> tuple[np.ndarray, float, float]:
+        """The prior means (lengthscales clipped to ``[0.01, 100]``, noise to ``[1e-6, 1]``)."""
+        a, b = np.asarray(self.lengthscale[0]), np.asarray(self.lengthscale[1])
+        ell = np.clip(a / b, 1e-2, 1e2) if len(a) == dim else np.ones(dim)
+        s = float(np.clip(self.outputscale[0] / self.outputscale[1], 1e-2, 1e2))
+        noise = float(np.clip(self.noise[0] / self.noise[1], 1e-6, 1.0))
+        return 1.0 / ell**2, s, noise
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "lengthscale": [list(part) for part in self.lengthscale],
+            "outputscale": list(self.outputscale),
+            "noise": list(self.noise),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GammaHyperPrior:
+        return cls(tuple(data["lengthscale"]), tuple(data["outputscale"]), tuple(data["noise"]))
+
+
 DEFAULT_HYPERPRIOR: HyperPrior = OptunaHyperPrior()
-_BY_KIND = {p.kind: p for p in (OptunaHyperPrior, DimScaledLogNormalHyperPrior)}
+_BY_KIND = {p.kind: p for p in (OptunaHyperPrior, DimScaledLogNormalHyperPrior, FlatHyperPrior)}
 
 
 def hyperprior_from_json(data: dict[str, Any]) -> HyperPrior:
     """The hyperprior whose :meth:`~HyperPrior.to_json` gave ``data``."""
     kind = data.get("kind")
+    if kind == GammaHyperPrior.kind:
+        return GammaHyperPrior.from_json(data)
     if kind not in _BY_KIND:
         raise ValueError(f"Unknown hyperprior kind {kind!r}; expected one of {sorted(_BY_KIND)}.")
     return _BY_KIND[kind]()
@@ -125,6 +223,8 @@ def hyperprior_from_json(data: dict[str, Any]) -> HyperPrior:
 __all__ = [
     "DEFAULT_HYPERPRIOR",
     "DimScaledLogNormalHyperPrior",
+    "FlatHyperPrior",
+    "GammaHyperPrior",
     "HyperPrior",
     "OptunaHyperPrior",
     "hyperprior_from_json",

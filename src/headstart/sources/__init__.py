@@ -40,6 +40,12 @@ from headstart.exceptions import (
     SourceSpaceMismatchError,
     UnknownStudyError,
 )
+from headstart.sources._domains import (
+    domains_from_storage,
+    load_prior_model,
+    resolve_prior_model,
+    save_prior_model,
+)
 from headstart.sources._studies import from_storage, from_study, is_study
 from headstart.sources._tables import from_arrays, from_csv, from_dataframe
 from headstart.sources._task import space_difference
@@ -171,11 +177,15 @@ __all__ = [
     "DIRECTIONS",
     "MetaTask",
     "data_hash",
+    "domains_from_storage",
     "from_arrays",
     "from_csv",
     "from_dataframe",
     "from_storage",
     "from_study",
+    "load_prior_model",
+    "resolve_prior_model",
     "resolve_sources",
+    "save_prior_model",
     "space_difference",
 ]

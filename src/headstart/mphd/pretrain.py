@@ -1,0 +1,404 @@
+r"""MPHD's two-step pre-training on a super-dataset of search spaces (Fan, Han & Wang 2024, Sec. 2.3).
+
+A *super-dataset* is a list of :class:`Domain` s: each a search space (its column kinds) with the
+sub-datasets observed on it (one per earlier study or task). The marginal likelihood of the
+hierarchical GP is approximated by Laplace's method (Eq. 1-2), which splits pre-training in two:
+
+**Step 1** (Eq. 3) -- one type-II maximum-likelihood GP per space, shared by all its
+sub-datasets: ``theta_i = argmax sum_j log N(y_ij | 0, K_ij(theta_i) + sigma_i^2 I)`` with the
+Matérn-5/2 ARD kernel of :mod:`headstart._gp.kernel` on encoded inputs in ``[0, 1]^d`` and each
+sub-dataset's values standardized (the paper min-max scales them; standardizing is what the GP
+does at BO time, so the learned scales match it, and it fixes the constant mean at 0 -- the
+paper's Normal prior on a constant mean has no role on standardized values). All spaces are fit
+in **one** batched L-BFGS-B: the sub-datasets are padded to a common size and dimension (padded
+points get an identity block, padded dimensions a zero distance), the objective is the sum of
+every sub-dataset's negative log likelihood, and the spaces' parameters do not interact, so one
+optimizer run fits them all. Every sub-dataset is subsampled to at most ``n_points`` points
+(the paper: 50 per Adam step).
+
+**Step 2** (Eq. 4) -- the priors, by maximum likelihood on the step-1 estimates: a network from a
+dimension's context (:mod:`headstart.mphd.context`) to the Gamma shape and rate of its lengthscale
+(4 -> 16 -> 16 -> 2, tanh, linear output + softplus; Adam, started at the pooled Gamma fit), and
+Gammas of the signal and noise variances by SciPy's MLE. ``lengthscale="shared"`` is the paper's
+"Non-NN" ablation: one Gamma for every lengthscale.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from headstart.exceptions import PretrainingDataError
+from headstart.mphd.context import KINDS, dimension_context
+from headstart.mphd.prior_model import GAMMA_FLOOR, LENGTHSCALE_MODES, PriorModel
+
+DEFAULT_POINTS = 64  # points per sub-dataset in step 1 (the paper subsamples 50 per Adam step)
+MIN_SPACES = 3  # step 2 fits Gammas across spaces: 2 points give a degenerate spread
+MIN_POINTS = 5  # a sub-dataset with fewer usable points says nothing about a lengthscale
+NETWORK_ITERATIONS = 2000
+NETWORK_LR = 1e-2
+HIDDEN = 16
+_STARTS = (1.0, 0.2)  # step-1 starting lengthscales, both tried, the better fit kept
+
+
+@dataclass(frozen=True)
+class Domain:
+    r"""One search space of the super-dataset and what was observed on it.
+
+    Args:
+        name: A label (a study name, a table id).
+        kinds: ``"continuous"``, ``"integer"`` or ``"categorical"`` per encoded column.
+        datasets: ``(X, y)`` per sub-dataset: ``X`` is ``n x d`` in ``[0, 1]`` (the space's
+            encoding), ``y`` the ``n`` values (any direction: only their scale matters).
+    """
+
+    name: str
+    kinds: tuple[str, ...]
+    datasets: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def __post_init__(self) -> None:
+        kinds = tuple(self.kinds)
+        if not kinds or set(kinds) - set(KINDS):
+            raise PretrainingDataError(
+                f"Domain {self.name!r}: kinds must be a non-empty list of {KINDS}; got {kinds}."
+            )
+        object.__setattr__(self, "kinds", kinds)
+        clean = []
+        for j, (X, y) in enumerate(self.datasets):
+            X = np.asarray(X, dtype=np.float64)
+            y = np.asarray(y, dtype=np.float64).reshape(-1)
+            if X.ndim != 2 or X.shape != (len(y), len(kinds)):
+                raise PretrainingDataError(
+                    f"Domain {self.name!r}, sub-dataset {j}: X must be {len(y)} x {len(kinds)} "
+                    f"(one row per value, one column per kind); got {X.shape}."
+                )
+            clean.append((X, y))
+        object.__setattr__(self, "datasets", tuple(clean))
+
+    @property
+    def dim(self) -> int:
+        return len(self.kinds)
+
+
+@dataclass(frozen=True)
+class DomainFit:
+    """Step 1's estimate for one space (standardized values)."""
+
+    name: str
+    lengthscales: np.ndarray
+    outputscale: float
+    noise: float
+    neg_log_likelihood: float
+    n_datasets: int
+
+
+def _usable(domain: Domain, n_points: int, rng: np.random.Generator):
+    """The domain's sub-datasets, finite, subsampled to ``n_points``, values standardized."""
+    out = []
+    for X, y in domain.datasets:
+        keep = np.isfinite(y) & np.isfinite(X).all(axis=1)
+        X, y = X[keep], y[keep]
+        if len(y) > n_points:
+            idx = rng.choice(len(y), n_points, replace=False)
+            X, y = X[idx], y[idx]
+        std = float(np.std(y)) if len(y) else 0.0
+        if len(y) >= MIN_POINTS and std > 1e-12 * max(1.0, abs(float(np.mean(y)))):
+            out.append((np.clip(X, 0.0, 1.0), (y - y.mean()) / std))
+    return out
+
+
+def _select(domains: Sequence[Domain], n_points: int, seed: int):
+    kept, reasons = [], []
+    for i, domain in enumerate(domains):
+        data = _usable(domain, n_points, np.random.default_rng([seed, i]))
+        if data:
+            kept.append((domain, data))
+        else:
+            reasons.append(
+                f"{domain.name!r} has no sub-dataset with >= {MIN_POINTS} finite, non-constant "
+                "values"
+            )
+    if len(kept) < MIN_SPACES:
+        why = f" ({'; '.join(reasons[:3])})" if reasons else ""
+        raise PretrainingDataError(
+            f"MPHD pre-training needs at least {MIN_SPACES} search spaces, each with a "
+            f"sub-dataset of >= {MIN_POINTS} finite values that are not all equal; got "
+            f"{len(kept)} usable of {len(domains)}{why}. Add earlier studies on other spaces "
+            "(transfer_from=[...]) or use a saved prior (prior_model=...)."
+        )
+    return kept
+
+
+def fit_domains(
+    domains: Sequence[Domain],
+    *,
+    n_points: int = DEFAULT_POINTS,
+    seed: int = 0,
+    maxiter: int = 500,
+) -> list[DomainFit]:
+    r"""Step 1: a maximum-likelihood GP per space, all spaces in one batched L-BFGS-B.
+
+    Raises:
+        PretrainingDataError: fewer than :data:`MIN_SPACES` spaces with usable data.
+    """
+    kept = _select(domains, n_points, seed)
+    return _fit_batched(kept, maxiter)
+
+
+def _fit_batched(kept, maxiter: int) -> list[DomainFit]:
+    import scipy.optimize
+    import torch
+
+    from headstart._engine.numerics import robust_cholesky
+    from headstart._gp.kernel import matern52, pairwise_sq_diffs
+    from headstart._gp.model import MIN_NOISE, _raw_bounds
+
+    G = len(kept)
+    D = max(domain.dim for domain, _ in kept)
+    sets = [(g, X, y, domain) for g, (domain, data) in enumerate(kept) for X, y in data]
+    B, N = len(sets), max(len(y) for _, _, y, _ in sets)
+    sq = torch.zeros(B, N, N, D, dtype=torch.float64)
+    Y = torch.zeros(B, N, dtype=torch.float64)
+    mask = torch.zeros(B, N, dtype=torch.float64)
+    for b, (_, X, y, domain) in enumerate(sets):
+        n, d = X.shape
+        is_cat = torch.tensor([k == "categorical" for k in domain.kinds])
+        Xt = torch.from_numpy(X)
+        sq[b, :n, :n, :d] = pairwise_sq_diffs(Xt, Xt, is_cat)
+        Y[b, :n] = torch.from_numpy(y)
+        mask[b, :n] = 1.0
+    group = torch.tensor([g for g, *_ in sets])
+    counts = mask.sum(1)
+    outer = mask.unsqueeze(-1) * mask.unsqueeze(-2)
+    pad_diag = torch.diag_embed(1.0 - mask)
+    S = len(_STARTS)
+
+    def unpack(raw: torch.Tensor):
+        raw = raw.view(S, G, D + 2)
+        return raw[..., :D].exp(), raw[..., D].exp(), raw[..., D + 1].exp() + MIN_NOISE
+
+    def per_set_nll(raw: torch.Tensor) -> torch.Tensor:
+        w, s, noise = unpack(raw)
+        r2 = torch.einsum("bijd,sbd->sbij", sq, w[:, group])
+        K = s[:, group, None, None] * matern52(r2) * outer
+        K = K + torch.diag_embed(noise[:, group, None] * mask) + pad_diag
+        L = robust_cholesky(K, warn=False, label="MPHD step-1 kernel")
+        a = torch.linalg.solve_triangular(L, Y.unsqueeze(-1).expand(S, B, N, 1), upper=False)
+        logdet = torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        return 0.5 * a.squeeze(-1).pow(2).sum(-1) + logdet + 0.5 * counts * math.log(2 * math.pi)
+
+    def fun(raw_np: np.ndarray) -> tuple[float, np.ndarray]:
+        raw = torch.from_numpy(raw_np).requires_grad_(True)
+        loss = per_set_nll(raw).sum()
+        (grad,) = torch.autograd.grad(loss, raw)
+        return float(loss.detach()), grad.numpy()
+
+    bounds, x0 = [], []
+    for ell0 in _STARTS:
+        for domain, _ in kept:
+            real = _raw_bounds(domain.dim)
+            bounds += real[:-2] + [(0.0, 0.0)] * (D - domain.dim) + real[-2:]
+            x0 += [-2.0 * math.log(ell0)] * domain.dim + [0.0] * (D - domain.dim)
+            x0 += [0.0, math.log(1e-2)]
+    res = scipy.optimize.minimize(
+        fun,
+        np.array(x0),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": maxiter, "gtol": 1e-5},
+    )
+    raw = torch.from_numpy(res.x)
+    with torch.no_grad():
+        nll = per_set_nll(raw)  # S x B
+        per_domain = torch.zeros(S, G, dtype=torch.float64).index_add_(1, group, nll)
+        w, s, noise = unpack(raw)
+    best = per_domain.argmin(0)
+    fits = []
+    for g, (domain, data) in enumerate(kept):
+        k = int(best[g])
+        fits.append(
+            DomainFit(
+                domain.name,
+                1.0 / np.sqrt(w[k, g, : domain.dim].numpy()),
+                float(s[k, g]),
+                float(noise[k, g]),
+                float(per_domain[k, g]),
+                len(data),
+            )
+        )
+    return fits
+
+
+def gamma_mle(x: np.ndarray) -> tuple[float, float]:
+    r"""Maximum-likelihood Gamma ``(shape a, rate b)`` of positive samples (SciPy, ``loc = 0``).
+
+    Samples that are (nearly) all equal give a Gamma concentrated at their mean (``a = 1e4``).
+    """
+    import scipy.stats
+
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x) & (x > 0)]
+    if len(x) == 0:
+        raise PretrainingDataError("No positive estimate to fit a Gamma prior to.")
+    if len(x) < 2 or float(np.std(np.log(x))) < 1e-6:
+        return 1e4, 1e4 / float(np.mean(x))
+    a, _, scale = scipy.stats.gamma.fit(x, floc=0.0)
+    return float(a), float(1.0 / scale)
+
+
+def gamma_log_pdf(x, a, b):
+    """``log Gamma(x | a, b)`` (shape ``a``, rate ``b``) for torch tensors."""
+    import torch
+
+    return a * torch.log(b) - torch.lgamma(a) + (a - 1.0) * torch.log(x) - b * x
+
+
+def fit_lengthscale_network(
+    contexts: np.ndarray,
+    lengthscales: np.ndarray,
+    *,
+    seed: int = 0,
+    iterations: int = NETWORK_ITERATIONS,
+) -> tuple[list, np.ndarray, np.ndarray, float]:
+    r"""Step 2 for lengthscales: the network ``context -> (a, b)`` by Gamma maximum likelihood.
+
+    Minimizes ``-mean_k log Gamma(ell_k | softplus(phi(s_k)) + 1e-6)`` with Adam (full batch),
+    started at the pooled Gamma fit (zero output weights, bias = its inverse softplus), so it can
+    only improve on the "Non-NN" prior on the training data.
+
+    Returns:
+        ``(layers [(W, b), ...], feature mean, feature std, final mean negative log likelihood)``.
+    """
+    import torch
+
+    contexts = np.asarray(contexts, dtype=np.float64)
+    mean = contexts.mean(0)
+    std = contexts.std(0)
+    std = np.where(std > 1e-12, std, 1.0)
+    h0 = torch.from_numpy((contexts - mean) / std)
+    ell = torch.from_numpy(np.asarray(lengthscales, dtype=np.float64))
+    gen = torch.Generator().manual_seed(int(seed))
+    sizes = [h0.shape[1], HIDDEN, HIDDEN, 2]
+    params = []
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+        last = i == len(sizes) - 2
+        bound = 0.0 if last else 1.0 / math.sqrt(fan_in)
+        W = (torch.rand(fan_out, fan_in, generator=gen, dtype=torch.float64) * 2 - 1) * bound
+        b = torch.zeros(fan_out, dtype=torch.float64)
+        if last:
+            a0, b0 = gamma_mle(lengthscales)
+            b = torch.tensor([_inv_softplus(a0), _inv_softplus(b0)], dtype=torch.float64)
+        params += [W.requires_grad_(True), b.requires_grad_(True)]
+
+    def loss_fn() -> torch.Tensor:
+        h = h0
+        for i in range(0, len(params), 2):
+            h = h @ params[i].T + params[i + 1]
+            if i < len(params) - 2:
+                h = torch.tanh(h)
+        ab = torch.nn.functional.softplus(h) + GAMMA_FLOOR
+        return -gamma_log_pdf(ell, ab[:, 0], ab[:, 1]).mean()
+
+    opt = torch.optim.Adam(params, lr=NETWORK_LR)
+    best = (float(loss_fn().detach()), [p.detach().clone() for p in params])
+    for _ in range(iterations):
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        value = float(loss.detach())
+        if value < best[0]:
+            best = (value, [p.detach().clone() for p in params])
+    value, weights = best
+    layers = [(weights[i].numpy(), weights[i + 1].numpy()) for i in range(0, len(weights), 2)]
+    return layers, mean, std, value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("headstart")
+    except PackageNotFoundError:  # a source checkout that is not installed
+        return "unknown"
+
+
+def _inv_softplus(y: float) -> float:
+    y = max(float(y) - GAMMA_FLOOR, 1e-12)
+    return y + math.log(-math.expm1(-y))
+
+
+def pretrain(
+    domains: Sequence[Domain],
+    *,
+    lengthscale: str = "network",
+    n_points: int = DEFAULT_POINTS,
+    seed: int = 0,
+) -> PriorModel:
+    r"""Pre-train an MPHD prior on ``domains`` (step 1, then step 2; module docstring).
+
+    Args:
+        domains: The super-dataset: at least :data:`MIN_SPACES` spaces with usable data.
+        lengthscale: ``"network"`` (MPHD) or ``"shared"`` (the "Non-NN" ablation).
+        n_points: Points per sub-dataset in step 1.
+        seed: Subsampling and network initialization (same seed, same prior).
+
+    Returns:
+        The :class:`~headstart.mphd.prior_model.PriorModel` (save it with ``.save(path)``).
+
+    Raises:
+        PretrainingDataError: too few usable spaces, or an unknown ``lengthscale``.
+    """
+    if lengthscale not in LENGTHSCALE_MODES:
+        raise PretrainingDataError(
+            f"lengthscale must be one of {LENGTHSCALE_MODES}; got {lengthscale!r}."
+        )
+    if not isinstance(n_points, int) or n_points < MIN_POINTS:
+        raise PretrainingDataError(f"n_points must be an integer >= {MIN_POINTS}; got {n_points}.")
+    kept = _select(domains, n_points, seed)
+    fits = _fit_batched(kept, maxiter=500)
+    kinds = {domain.name: domain.kinds for domain, _ in kept}
+    contexts = np.vstack([dimension_context(kinds[f.name]) for f in fits])
+    ells = np.concatenate([f.lengthscales for f in fits])
+    shared = gamma_mle(ells)
+    layers, mean, std, loss = [], contexts.mean(0), np.ones(contexts.shape[1]), float("nan")
+    if lengthscale == "network":
+        layers, mean, std, loss = fit_lengthscale_network(contexts, ells, seed=seed)
+    trained_on = {
+        "spaces": [
+            {"name": f.name, "kinds": list(kinds[f.name]), "n_subdatasets": f.n_datasets}
+            for f in fits
+        ],
+        "points_per_subdataset": n_points,
+        "headstart_version": _version(),
+        "step1_neg_log_likelihood": float(sum(f.neg_log_likelihood for f in fits)),
+        "step2_lengthscale_nll": loss if math.isfinite(loss) else None,
+        "seed": int(seed),
+    }
+    return PriorModel(
+        lengthscale,
+        [(W.tolist(), b.tolist()) for W, b in layers],
+        mean.tolist(),
+        std.tolist(),
+        shared,
+        gamma_mle([f.outputscale for f in fits]),
+        gamma_mle([f.noise for f in fits]),
+        trained_on,
+    )
+
+
+__all__ = [
+    "DEFAULT_POINTS",
+    "MIN_SPACES",
+    "Domain",
+    "DomainFit",
+    "fit_domains",
+    "fit_lengthscale_network",
+    "gamma_mle",
+    "pretrain",
+]

@@ -1,0 +1,302 @@
+"""MPHD (Fan, Han & Wang 2024): contexts, the two pre-training steps, the prior file, the study."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+import headstart as hs
+from headstart._gp.kernel import pairwise_sq_diffs
+from headstart._gp.model import GPParams, fit_map, neg_log_posterior
+from headstart._gp.prior import FlatHyperPrior, GammaHyperPrior
+from headstart.mphd import Domain, PriorModel, dimension_context, fit_domains, gamma_mle, pretrain
+from headstart.mphd.pretrain import fit_lengthscale_network
+
+
+def _gp_draws(rng, d, ell, n=40, m=2, kinds=None):
+    """``m`` sub-datasets of a Matérn-5/2 GP draw with lengthscales ``ell`` (plus small noise)."""
+    from headstart._gp.kernel import matern52_np
+
+    out = []
+    for _ in range(m):
+        X = rng.random((n, d))
+        r2 = (((X[:, None, :] - X[None]) / ell) ** 2).sum(-1)
+        K = np.asarray(matern52_np(r2)[0]) + 1e-3 * np.eye(n)
+        out.append((X, np.linalg.cholesky(K) @ rng.standard_normal(n)))
+    return Domain(f"d{d}-{ell[0]:.2f}", tuple(kinds or ["continuous"] * d), tuple(out))
+
+
+def _domains(seed=0, n_domains=4):
+    rng = np.random.default_rng(seed)
+    return [_gp_draws(rng, d, np.full(d, 0.15 + 0.05 * d)) for d in range(1, n_domains + 1)]
+
+
+# --- context --------------------------------------------------------------------------------------
+def test_context_features_for_every_parameter_type():
+    space = hs.SearchSpace(
+        {
+            "lr": hs.Float(1e-4, 1.0, log=True),
+            "x": hs.Float(0.0, 1.0),
+            "depth": hs.Int(1, 8),
+            "kind": hs.Categorical(["a", "b", "c"]),
+        }
+    )
+    context = dimension_context([c.kind for c in space.columns])
+    assert context.tolist() == [
+        [0.0, 1.0, 2.0, 2.0],
+        [0.0, 1.0, 2.0, 2.0],
+        [1.0, 0.0, 2.0, 2.0],
+        [1.0, 0.0, 2.0, 2.0],
+    ]
+    with pytest.raises(ValueError, match="Unknown column kinds"):
+        dimension_context(["ordinal"])
+
+
+# --- step 2: Gamma fits ---------------------------------------------------------------------------
+def test_gamma_mle_is_scipys():
+    x = np.random.default_rng(0).gamma(3.0, 1 / 12.0, size=400)
+    a, _, scale = scipy.stats.gamma.fit(x, floc=0.0)
+    assert gamma_mle(x) == pytest.approx((a, 1 / scale))
+    assert gamma_mle(np.full(5, 0.3))[0] / gamma_mle(np.full(5, 0.3))[1] == pytest.approx(0.3)
+
+
+def test_network_recovers_each_contexts_gamma_mle():
+    rng = np.random.default_rng(1)
+    cont = rng.gamma(8.0, 1 / 40.0, size=300)  # continuous dims: mean 0.2
+    disc = rng.gamma(2.0, 1 / 2.0, size=300)  # discrete dims: mean 1.0
+    contexts = np.vstack(
+        [np.tile([0.0, 1.0, 1.0, 1.0], (300, 1)), np.tile([1.0, 0.0, 1.0, 1.0], (300, 1))]
+    )
+    layers, mean, std, _ = fit_lengthscale_network(contexts, np.concatenate([cont, disc]), seed=0)
+    model = PriorModel("network", layers, mean, std, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0))
+    a, b = model.lengthscale_gammas(["continuous", "integer"])
+    for k, sample in enumerate((cont, disc)):
+        ref_a, ref_b = gamma_mle(sample)
+        assert a[k] == pytest.approx(ref_a, rel=0.05)
+        assert b[k] == pytest.approx(ref_b, rel=0.05)
+
+
+# --- step 1 ---------------------------------------------------------------------------------------
+def test_batched_step1_equals_separate_maximum_likelihood_fits():
+    domains = _domains(n_domains=3)
+    fits = fit_domains(domains, n_points=40)
+    for domain, fit in zip(domains, fits, strict=True):
+        # the same data, one space at a time: a flat prior makes fit_map a type-II ML fit
+        Xs = [torch.from_numpy(X) for X, _ in domain.datasets]
+        ys = [torch.from_numpy((y - y.mean()) / y.std()) for _, y in domain.datasets]
+        is_cat = torch.zeros(domain.dim, dtype=torch.bool)
+
+        def total(params, Xs=Xs, ys=ys, is_cat=is_cat):
+            raw = torch.from_numpy(params.to_raw())
+            return sum(
+                float(
+                    neg_log_posterior(
+                        raw, pairwise_sq_diffs(X, X, is_cat), y, prior=FlatHyperPrior()
+                    )
+                )
+                for X, y in zip(Xs, ys, strict=True)
+            )
+
+        batched = GPParams(1.0 / fit.lengthscales**2, fit.outputscale, fit.noise)
+        assert total(batched) == pytest.approx(fit.neg_log_likelihood, abs=1e-6)
+        # no single-dataset ML start does better on the sum than the batched optimum
+        best_single = min(
+            total(fit_map(X, y, is_cat, GPParams.default(domain.dim), prior=FlatHyperPrior())[0])
+            for X, y in zip(Xs, ys, strict=True)
+        )
+        assert fit.neg_log_likelihood <= best_single + 1e-3
+
+
+def test_step1_recovers_the_generating_lengthscales():
+    rng = np.random.default_rng(3)
+    domains = [_gp_draws(rng, 2, np.array([0.1, 0.4]), n=60, m=4) for _ in range(3)]
+    fits = fit_domains(domains, n_points=60)
+    ell = np.mean([f.lengthscales for f in fits], axis=0)
+    assert ell[0] < ell[1]  # the short lengthscale is told apart from the long one
+    assert 0.05 < ell[0] < 0.2 and 0.2 < ell[1] < 0.8
+
+
+# --- MAP under learned priors ---------------------------------------------------------------------
+def test_map_under_gamma_priors_matches_brute_force_on_1d():
+    rng = np.random.default_rng(0)
+    X = torch.from_numpy(rng.random((12, 1)))
+    y = torch.sin(6 * X[:, 0])
+    y = (y - y.mean()) / y.std()
+    prior = GammaHyperPrior(((3.0,), (10.0,)), (2.0, 2.0), (1.0, 1.0))
+    is_cat = torch.zeros(1, dtype=torch.bool)
+    _, objective = fit_map(
+        X, y, is_cat, GPParams(*prior.initial(1)), prior=prior, deterministic=True, gtol=1e-8
+    )
+    sq = pairwise_sq_diffs(X, X, is_cat)
+    grid = [
+        float(
+            neg_log_posterior(
+                torch.tensor([lw, ls, -30.0], dtype=torch.float64), sq, y, prior=prior
+            )
+        )
+        for lw in np.linspace(-2, 6, 161)
+        for ls in np.linspace(-3, 3, 121)
+    ]
+    assert objective <= min(grid) + 1e-6
+    assert objective == pytest.approx(min(grid), abs=5e-3)
+
+
+# --- the prior file -------------------------------------------------------------------------------
+def test_prior_file_round_trip_and_tampering(tmp_path):
+    prior = pretrain(_domains(), seed=0)
+    path = prior.save(tmp_path / "prior.json")
+    loaded = PriorModel.load(path)
+    assert loaded == prior
+    kinds = ["continuous", "integer", "categorical"]
+    np.testing.assert_array_equal(
+        loaded.lengthscale_gammas(kinds)[0], prior.lengthscale_gammas(kinds)[0]
+    )
+    info = loaded.trained_on
+    assert [s["n_subdatasets"] for s in info["spaces"]] == [2, 2, 2, 2]
+    assert info["points_per_subdataset"] == 64 and "headstart_version" in info
+
+    data = json.loads(path.read_text())
+    data["model"]["noise"][0] *= 2  # an edit by hand
+    path.write_text(json.dumps(data))
+    with pytest.raises(hs.PriorModelError, match="checksum"):
+        PriorModel.load(path)
+    data["version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(hs.PriorModelError, match="version 99"):
+        PriorModel.load(path)
+    path.write_text(path.read_text()[:50])  # truncated
+    with pytest.raises(hs.PriorModelError, match="not a readable"):
+        PriorModel.load(path)
+    with pytest.raises(hs.PriorModelError, match="No MPHD prior file"):
+        PriorModel.load(tmp_path / "missing.json")
+
+
+def test_shared_variant_gives_every_dimension_one_gamma():
+    prior = pretrain(_domains(), lengthscale="shared")
+    a, b = prior.lengthscale_gammas(["continuous", "integer"])
+    assert a[0] == a[1] and b[0] == b[1]
+    assert (a[0], b[0]) == pytest.approx(prior.shared_lengthscale)
+
+
+def test_too_few_spaces_and_constant_values_are_refused():
+    with pytest.raises(hs.PretrainingDataError, match="at least 3 search spaces"):
+        pretrain(_domains(n_domains=2))
+    flat = Domain(
+        "flat", ("continuous",), ((np.random.default_rng(0).random((20, 1)), np.ones(20)),)
+    )
+    with pytest.raises(hs.PretrainingDataError, match="'flat' has no sub-dataset"):
+        pretrain([*_domains(n_domains=2), flat])
+    with pytest.raises(hs.PretrainingDataError, match="X must be"):
+        Domain("bad", ("continuous",), ((np.zeros((3, 2)), np.zeros(3)),))
+
+
+# --- the study ------------------------------------------------------------------------------------
+def _fill(url, name, space, seed, n=20):
+    study = hs.create_study(name, space, storage=url, method="random", seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        trial = study.ask()
+        study.tell(trial, float(rng.random()) + len(str(trial.params)) * 0.01)
+
+
+@pytest.fixture
+def three_spaces(tmp_path):
+    url = f"sqlite:///{tmp_path / 'mphd.db'}"
+    _fill(url, "svm", hs.SearchSpace({"C": hs.Float(1e-3, 1e3, log=True), "g": hs.Float(0, 1)}), 0)
+    _fill(url, "tree", hs.SearchSpace({"depth": hs.Int(1, 10), "frac": hs.Float(0.1, 1.0)}), 1)
+    _fill(
+        url,
+        "net",
+        hs.SearchSpace(
+            {"act": hs.Categorical(["relu", "tanh"]), "lr": hs.Float(0, 1), "w": hs.Int(8, 64)}
+        ),
+        2,
+    )
+    return url
+
+
+def test_transfer_from_all_across_three_spaces_pretrains_once(three_spaces, monkeypatch):
+    import headstart.sources._domains as domains_module
+
+    calls = []
+    real = domains_module.pretrain
+    monkeypatch.setattr(
+        domains_module, "pretrain", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    space = hs.SearchSpace({"alpha": hs.Float(0, 1), "n": hs.Int(1, 4), "beta": hs.Float(0, 1)})
+    study = hs.create_study(
+        "new", space, storage=three_spaces, method="mphd", transfer_from="all", seed=0
+    )
+    for _ in range(8):
+        trial = study.ask()
+        study.tell(trial, (trial.params["alpha"] - 0.3) ** 2 + trial.params["beta"])
+    assert len(calls) == 1
+    key = study._strategy.config.prior_model
+    trained = hs.mphd.PriorModel.from_json(study.storage.get_cache(key)).trained_on
+    assert {s["name"] for s in trained["spaces"]} == {"svm", "tree", "net"}
+    # the same sources again: the cached prior is used
+    hs.create_study(
+        "again",
+        space,
+        storage=three_spaces,
+        method="mphd",
+        transfer_from=["svm", "tree", "net"],
+        seed=0,
+    )
+    assert len(calls) == 1
+    hyperprior = study._strategy.engine.surrogate.hyperprior
+    assert isinstance(hyperprior, GammaHyperPrior) and hyperprior.dim == 3
+
+
+def test_a_saved_prior_serves_any_space_by_path_or_name(three_spaces, tmp_path):
+    from headstart.sources import save_prior_model
+    from headstart.storage import get_storage
+
+    prior = pretrain(_domains())
+    path = prior.save(tmp_path / "p.json")
+    space = hs.SearchSpace({f"x{i}": hs.Int(0, 3) for i in range(5)})  # no continuous dimension
+    study = hs.create_study("by-path", space, storage=None, method="mphd", prior_model=str(path))
+    for _ in range(4):
+        trial = study.ask()
+        study.tell(trial, float(sum(trial.params.values())))
+    save_prior_model(prior, "mine", get_storage(three_spaces))
+    named = hs.create_study(
+        "by-name",
+        hs.SearchSpace({"z": hs.Float(0, 1)}),
+        storage=three_spaces,
+        method="mphd",
+        prior_model="mine",
+    )
+    named.tell(named.ask(), 1.0)
+
+
+def test_mphd_setting_errors(three_spaces, tmp_path):
+    space = hs.SearchSpace({"x": hs.Float(0, 1)})
+    with pytest.raises(hs.InvalidSettingError, match="exactly one of"):
+        hs.create_study("a", space, storage=three_spaces, method="mphd")
+    with pytest.raises(hs.InvalidSettingError, match="exactly one of"):
+        hs.create_study(
+            "b",
+            space,
+            storage=three_spaces,
+            method="mphd",
+            transfer_from="all",
+            prior_model=str(tmp_path / "p.json"),
+        )
+    with pytest.raises(hs.PriorModelError, match="neither a prior file"):
+        hs.create_study("c", space, storage=three_spaces, method="mphd", prior_model="nope")
+    with pytest.raises(hs.InvalidSettingError, match="prior_model is for method='mphd'"):
+        hs.create_study("d", space, storage=None, method="gp", prior_model="nope")
+    with pytest.raises(hs.PretrainingDataError, match="at least 3"):
+        hs.create_study(
+            "e", space, storage=three_spaces, method="mphd", transfer_from=["svm", "tree"]
+        )
+    assert [r.name for r in hs.load_study("svm", three_spaces).storage.get_studies()] == [
+        "svm",
+        "tree",
+        "net",
+    ]
