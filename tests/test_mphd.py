@@ -300,3 +300,11 @@ def test_mphd_setting_errors(three_spaces, tmp_path):
         "tree",
         "net",
     ]
+
+
+def test_same_space_transfer_points_to_mphd_for_other_spaces(three_spaces):
+    space = hs.SearchSpace({"x": hs.Float(0, 1)})
+    with pytest.raises(hs.SourceSpaceMismatchError, match="method='mphd'"):
+        hs.create_study("s", space, storage=three_spaces, method="scaml", transfer_from="svm")
+    with pytest.raises(hs.SourceSpaceMismatchError, match="method='mphd'"):
+        hs.create_study("t", space, storage=three_spaces, method="scaml", transfer_from="all")

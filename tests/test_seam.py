@@ -108,8 +108,8 @@ def test_a_new_method_is_one_registration(toy_method):
 
 
 def test_unknown_method_lists_the_registry():
-    with pytest.raises(hs.InvalidSettingError, match=r"'gp'.*'scaml'.*got 'mphd'"):
-        get_method("mphd")
+    with pytest.raises(hs.InvalidSettingError, match=r"'gp'.*'scaml'.*got 'abrac'"):
+        get_method("abrac")
 
 
 def test_builders_make_protocol_surrogates():

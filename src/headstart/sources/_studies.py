@@ -156,7 +156,7 @@ def from_storage(
         raise SourceSpaceMismatchError(
             f"transfer_from='all' found no study with this search space in {store.url}: "
             f"{'; '.join(skipped[:3])}{more}. Same-space transfer needs the same parameters, "
-            f"types and bounds."
+            f"types and bounds; method='mphd' learns from studies on any search space."
         )
     trials = store.get_trials_of_studies([r.study_id for r in same], [TrialState.COMPLETE])
     tasks = [_task_from_records(r, trials[r.study_id], space) for r in same if trials[r.study_id]]

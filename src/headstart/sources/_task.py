@@ -67,5 +67,6 @@ def _check_space(source: SearchSpace, target: SearchSpace, label: str) -> None:
     if diff is not None:
         raise SourceSpaceMismatchError(
             f"{label} does not share the study's search space: {diff}. Transfer to this study "
-            f"needs the same parameters, types and bounds."
+            f"needs the same parameters, types and bounds; to learn from studies on other "
+            f"search spaces, use method='mphd'."
         )
