@@ -131,13 +131,19 @@ class GammaHyperPrior:
     r"""Independent Gamma priors (shape ``a``, rate ``b``) on each lengthscale, ``s`` and
     ``sigma^2`` -- the hierarchical GP of MPHD (Fan et al. 2024, Sec. 2 and App. E), whose
     per-dimension lengthscale Gammas come from a pre-trained context network
-    (:mod:`headstart.mphd`):
+    (:mod:`headstart.mphd`).
 
-        log p(theta) = sum_j [(a_j - 1) log ell_j - b_j ell_j] + (a_s - 1) log s - b_s s
-                       + (a_n - 1) log sigma^2 - b_n sigma^2        (+ const)
+    The MAP is taken in the log-parametrization the fit optimizes (``log ell``, ``log s``,
+    ``log sigma^2``), i.e. with the Jacobian ``theta`` of ``theta = exp(log theta)``:
 
-    on the hyperparameters themselves, without the Jacobian of the log parametrization, as in
-    the paper's MAP (Eq. 6).
+        log p(theta) = sum_j [a_j log ell_j - b_j ell_j] + a_s log s - b_s s
+                       + a_n log sigma^2 - b_n sigma^2        (+ const)
+
+    This deviates from the paper's MAP on ``theta`` itself (Eq. 6, ``(a - 1) log theta``): a
+    learned shape ``a < 1`` -- 0.71 for the continuous dimensions of a 16-dimensional HPO-B space
+    -- makes that density unbounded at ``theta -> 0``, and the MAP then collapses the lengthscales
+    to their lower bound (measured: every continuous lengthscale at 0.01 on a 16-d problem). The
+    log-density has its mode at the Gamma mean ``a / b`` and is bounded for every ``a > 0``.
 
     Args:
         lengthscale: ``(a, b)`` per dimension: two sequences of ``d`` positive floats.
@@ -179,10 +185,12 @@ class GammaHyperPrior:
             )
         a, b = (torch.tensor(v, dtype=inv_sq_lengthscales.dtype) for v in self.lengthscale)
         ell = inv_sq_lengthscales ** (-0.5)
+        s_a, s_b = self.outputscale
+        n_a, n_b = self.noise
         return (
-            ((a - 1.0) * torch.log(ell) - b * ell).sum()
-            + _gamma(outputscale, *self.outputscale)
-            + _gamma(noise, *self.noise)
+            (a * torch.log(ell) - b * ell).sum()
+            + _gamma(outputscale, s_a + 1.0, s_b)  # + 1: the Jacobian (docstring)
+            + _gamma(noise, n_a + 1.0, n_b)
         )
 
     def initial(self, dim: int) -> tuple[np.ndarray, float, float]:

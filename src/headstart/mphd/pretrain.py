@@ -360,9 +360,21 @@ def pretrain(
         )
     if not isinstance(n_points, int) or n_points < MIN_POINTS:
         raise PretrainingDataError(f"n_points must be an integer >= {MIN_POINTS}; got {n_points}.")
-    kept = _select(domains, n_points, seed)
-    fits = _fit_batched(kept, maxiter=500)
-    kinds = {domain.name: domain.kinds for domain, _ in kept}
+    fits = fit_domains(domains, n_points=n_points, seed=seed)
+    kinds = {domain.name: domain.kinds for domain in domains}
+    return fit_priors(fits, kinds, lengthscale=lengthscale, n_points=n_points, seed=seed)
+
+
+def fit_priors(
+    fits: Sequence[DomainFit],
+    kinds: dict[str, tuple[str, ...]],
+    *,
+    lengthscale: str = "network",
+    n_points: int = DEFAULT_POINTS,
+    seed: int = 0,
+) -> PriorModel:
+    r"""Step 2 on step-1 estimates (:func:`fit_domains`); ``kinds`` maps each space's name to
+    its column kinds. Both lengthscale modes can be fitted from one step 1."""
     contexts = np.vstack([dimension_context(kinds[f.name]) for f in fits])
     ells = np.concatenate([f.lengthscales for f in fits])
     shared = gamma_mle(ells)
@@ -399,6 +411,7 @@ __all__ = [
     "DomainFit",
     "fit_domains",
     "fit_lengthscale_network",
+    "fit_priors",
     "gamma_mle",
     "pretrain",
 ]
