@@ -30,6 +30,11 @@ def test_python_blocks_run_in_order(tmp_path, monkeypatch):
     assert len(study.trials) == 30 + 5 + 1 + 1
     new = namespace["new"]
     assert len(new.trials) == 10 and set(new.transfer_report().weights) == {"model-v1", "model-v2"}
+    assert len(namespace["fresh"].trials) == 8 and namespace["elsewhere"].ask().params
+    assert {s["name"].split("+")[0] for s in namespace["prior"].trained_on["spaces"]} >= {
+        "svm-v1",
+        "tree-v1",
+    }
     guided = namespace["guided"]
     assert len(guided.trials) == 20 and 0 < guided.prior_weight() < 2.0
     assert guided.trials[0].params["optimizer"] == "adam"  # the design starts at the prior's mode

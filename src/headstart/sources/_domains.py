@@ -27,7 +27,7 @@ from headstart.exceptions import (
 from headstart.mphd import Domain, PriorModel, pretrain
 from headstart.sources._task import _finite, space_difference
 from headstart.space import SearchSpace
-from headstart.storage import TrialState
+from headstart.storage import DEFAULT_STORAGE_URL, TrialState, get_storage
 
 if TYPE_CHECKING:
     from headstart.storage.sql import Storage
@@ -52,12 +52,20 @@ def _study_data(space: SearchSpace, trials) -> tuple[np.ndarray, np.ndarray] | N
     return space.encode(configs), np.asarray(values, dtype=np.float64)
 
 
-def domains_from_storage(store: Storage, names: Iterable[str] | None, exclude: Iterable[str] = ()):
-    r"""The studies of ``store`` (all of them, or those ``names``) as MPHD domains, one per space.
+def domains_from_storage(
+    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    names: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+) -> list[Domain]:
+    r"""The studies of ``storage`` (all, or those ``names``) as MPHD domains, one per space.
+
+    Studies on the same search space are one domain with one sub-dataset each; studies without
+    completed trials are skipped, and so are the ``exclude`` d names.
 
     Raises:
-        EmptySourceError: no (other) study with completed trials.
+        EmptySourceError: no (other) study with completed trials, or an unknown name.
     """
+    store = get_storage(storage)
     excluded = set(exclude)
     records = [r for r in store.get_studies() if r.name not in excluded]
     if names is not None:
