@@ -308,3 +308,22 @@ def test_same_space_transfer_points_to_mphd_for_other_spaces(three_spaces):
         hs.create_study("s", space, storage=three_spaces, method="scaml", transfer_from="svm")
     with pytest.raises(hs.SourceSpaceMismatchError, match="method='mphd'"):
         hs.create_study("t", space, storage=three_spaces, method="scaml", transfer_from="all")
+
+
+def test_gamma_kl_matches_numerical_integration():
+    from scipy.integrate import quad
+
+    from headstart.mphd.pretrain import gamma_kl
+
+    p, q = scipy.stats.gamma(2.5, scale=1 / 4.0), scipy.stats.gamma(1.2, scale=1 / 1.5)
+    numeric = quad(lambda x: p.pdf(x) * (p.logpdf(x) - q.logpdf(x)), 0, np.inf)[0]
+    assert gamma_kl(2.5, 4.0, 1.2, 1.5) == pytest.approx(numeric, rel=1e-6)
+    assert gamma_kl(2.0, 3.0, 2.0, 3.0) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_beliefs_combine_with_mphd():
+    prior = pretrain(_domains())
+    belief = hs.SearchSpace({"x": hs.Float(0, 1, prior=hs.Normal(0.8, 0.05)), "y": hs.Float(0, 1)})
+    study = hs.create_study("pibo", belief, storage=None, method="mphd", prior_model=prior, seed=0)
+    study.optimize(lambda p: (p["x"] - 0.8) ** 2 + p["y"], n_trials=6)
+    assert study.belief is not None and study.prior_weight() > 0

@@ -251,6 +251,22 @@ def gamma_mle(x: np.ndarray) -> tuple[float, float]:
     return float(a), float(1.0 / scale)
 
 
+def gamma_kl(a1: float, b1: float, a2: float, b2: float) -> float:
+    r"""``KL(Gamma(a1, b1) || Gamma(a2, b2))`` (shapes ``a``, rates ``b``), closed form:
+
+    (a1 - a2) psi(a1) - ln G(a1) + ln G(a2) + a2 (ln b1 - ln b2) + a1 (b2 - b1) / b1
+    """
+    from scipy.special import digamma, gammaln
+
+    return float(
+        (a1 - a2) * digamma(a1)
+        - gammaln(a1)
+        + gammaln(a2)
+        + a2 * (math.log(b1) - math.log(b2))
+        + a1 * (b2 - b1) / b1
+    )
+
+
 def gamma_log_pdf(x, a, b):
     """``log Gamma(x | a, b)`` (shape ``a``, rate ``b``) for torch tensors."""
     import torch
@@ -412,6 +428,7 @@ __all__ = [
     "fit_domains",
     "fit_lengthscale_network",
     "fit_priors",
+    "gamma_kl",
     "gamma_mle",
     "pretrain",
 ]
