@@ -327,3 +327,47 @@ def test_beliefs_combine_with_mphd():
     study = hs.create_study("pibo", belief, storage=None, method="mphd", prior_model=prior, seed=0)
     study.optimize(lambda p: (p["x"] - 0.8) ** 2 + p["y"], n_trials=6)
     assert study.belief is not None and study.prior_weight() > 0
+
+
+def _create_and_run(url: str, name: str, sources: list[str], barrier) -> None:
+    space = hs.SearchSpace({"a": hs.Float(0, 1), "b": hs.Int(1, 3)})
+    barrier.wait(timeout=120)  # every process pre-trains and stores the prior at the same moment
+    study = hs.create_study(name, space, storage=url, method="mphd", transfer_from=sources, seed=0)
+    for _ in range(3):
+        trial = study.ask()
+        study.tell(trial, trial.params["a"] + trial.params["b"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_overlapping_mphd_studies_share_one_prior(tmp_path, backend):
+    import multiprocessing as mp
+    import os
+    import uuid
+
+    url = f"sqlite:///{tmp_path / 'par.db'}"
+    if backend == "postgresql":
+        url = os.environ.get("HEADSTART_TEST_POSTGRES_URL") or pytest.skip("no PostgreSQL")
+    tag = uuid.uuid4().hex[:6]
+    spaces = [
+        hs.SearchSpace({"C": hs.Float(1e-3, 1e3, log=True), "g": hs.Float(0, 1)}),
+        hs.SearchSpace({"depth": hs.Int(1, 10), "frac": hs.Float(0.1, 1.0)}),
+        hs.SearchSpace({"lr": hs.Float(0, 1), "w": hs.Int(8, 64), "x": hs.Float(0, 1)}),
+    ]
+    sources = [f"src{i}-{tag}" for i in range(3)]
+    for i, (name, space) in enumerate(zip(sources, spaces, strict=True)):
+        _fill(url, name, space, i)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    names = [f"mphd{i}-{tag}" for i in range(3)]
+    procs = [ctx.Process(target=_create_and_run, args=(url, n, sources, barrier)) for n in names]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    studies = [hs.load_study(n, url) for n in names]
+    keys = {s._strategy.config.prior_model for s in studies}
+    assert len(keys) == 1 and all(len(s.trials) == 3 for s in studies)
+    assert studies[0].storage.get_cache(keys.pop())["format"] == "headstart.mphd-prior"
+    for n in names + sources:
+        hs.delete_study(n, url)
