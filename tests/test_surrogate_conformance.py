@@ -6,6 +6,7 @@ The suite is :mod:`headstart.testing.surrogates`. Known violations are marked
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -64,6 +65,22 @@ def make_tasks(categorical: bool) -> list[MetaTask]:
     return tasks
 
 
+@functools.cache
+def _net(variant: str, categorical: bool):
+    """One trained basis per variant (training is the slow part; the suite tests the head)."""
+    from headstart._transfer.neural import VARIANTS, load_or_train
+
+    return load_or_train(make_tasks(categorical), VARIANTS[variant], seed=0)
+
+
+def _neural(variant: str):
+    from headstart._transfer.neural import NeuralTransfer
+
+    return lambda d, is_cat, tasks: NeuralTransfer(
+        tasks, is_cat, variant=variant, net=_net(variant, bool(np.any(is_cat)))
+    )
+
+
 def _grammar(kernel: str):
     settings = KernelSearchSettings(budget=3, restarts=1, ea_steps=1, every=10)
     return lambda d, is_cat, tasks: GrammarKernelGP(d, kernel=kernel, settings=settings, seed=0)
@@ -78,8 +95,10 @@ BUILDERS = {
     "rgpe": lambda d, is_cat, tasks: RGPE(tasks, is_cat),
     "stackgp": lambda d, is_cat, tasks: StackGP(tasks, is_cat),
     "mtgp": lambda d, is_cat, tasks: MultiTaskGPSurrogate(tasks, is_cat),
+    "abrac": _neural("abrac"),
+    "ablr": _neural("ablr"),
 }
-CATEGORICAL = ("matern", "scaml", "rgpe", "stackgp")  # grammar kernels are numeric-only
+CATEGORICAL = ("matern", "scaml", "rgpe", "stackgp", "abrac")  # grammar kernels are numeric-only
 CASES = [*BUILDERS, *(f"{name}-cat" for name in CATEGORICAL)]
 
 # Real violations of the contract found by this suite (NaN posteriors from RGPE and StackGP, an

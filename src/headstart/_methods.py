@@ -76,6 +76,8 @@ class MethodSpec:
             interleaved; :func:`headstart._meta.ranked_configurations`) instead of Sobol points.
         prefit: ``BuildContext -> None``: fits and caches what every process of the study
             shares (meta-task GPs), so that parallel workers load it instead of each fitting it.
+        n_initial: Initial-design size when the study sets none (``None``: the general rule
+            ``min(2 d + 1, budget / 5)``).
     """
 
     name: str
@@ -90,6 +92,7 @@ class MethodSpec:
     kernels: bool = False
     warm_start: bool = False
     prefit: Callable[[BuildContext], Any] | None = None
+    n_initial: int | None = None
 
     def __post_init__(self) -> None:
         if self.sources not in SOURCES:
@@ -185,6 +188,30 @@ def _transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[Bu
     return build
 
 
+def _neural_builder(variant: str) -> Callable[[BuildContext], Any]:
+    """A builder of the ABLR / ABRAC surrogate (:mod:`headstart._transfer.neural`)."""
+
+    def build(ctx: BuildContext):
+        from headstart._transfer.neural import NeuralTransfer
+
+        return NeuralTransfer(
+            ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, variant=variant, cache=ctx.cache
+        )
+
+    return build
+
+
+def _neural_prefit(variant: str) -> Callable[[BuildContext], Any]:
+    """Train and cache the sources' basis once, before parallel workers start."""
+
+    def prefit(ctx: BuildContext):
+        from headstart._transfer.neural import VARIANTS, load_or_train
+
+        return load_or_train(ctx.meta_tasks, VARIANTS[variant], seed=ctx.seed, cache=ctx.cache)
+
+    return prefit
+
+
 def _build_mphd(ctx: BuildContext):
     """The Matérn GP, MAP-fit under the pre-trained MPHD priors of this space's dimensions."""
     from headstart._gp import MaternGP
@@ -237,6 +264,21 @@ register_method(
         _build_mphd,
     )
 )
+for _name, _description in (
+    ("abrac", "ABRAC: nested-dropout neural basis, ARD head of growing size (Horváth et al. 2021)"),
+    ("ablr", "ABLR: neural basis shared by Bayesian linear regression heads (Perrone et al. 2018)"),
+    ("ablr-sgd-fixed", "ABLR with a frozen MSE-trained basis (ABRAC paper's ablation), baseline"),
+):
+    register_method(
+        MethodSpec(
+            _name,
+            "same-space",
+            _description,
+            _neural_builder(_name),
+            prefit=_neural_prefit(_name),
+            n_initial=3,  # the ABRAC paper's 3 random points: the head's prior mean is 0
+        )
+    )
 for _name, _module, _class, _meta_gps, _description in (
     ("scaml", "scaml", "ScaML", True, "ScaML-GP (Tighineanu et al., AISTATS 2024)"),
     ("rgpe", "rgpe", "RGPE", True, "RGPE (Feurer et al. 2018), baseline"),

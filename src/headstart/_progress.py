@@ -115,3 +115,26 @@ class KernelSearchProgress(_Bar):
                 "expr": expr if len(expr) < 50 else expr[:47] + "...",
             }
         self._progress.update(self._task, advance=1, **fields)
+
+
+class TrainingProgress(_Bar):
+    """A progress bar over the optimizer steps of a network's training (``update(done, total)``)."""
+
+    def __init__(self, description: str, *, enabled: bool = True) -> None:
+        self._description = description
+        self._enabled = enabled
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> TrainingProgress:
+        if self._enabled:
+            self._progress = _stderr_progress()
+            self._progress.__enter__()
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        if self._task is None:
+            self._task = self._progress.add_task(self._description, total=total)
+        self._progress.update(self._task, completed=done)

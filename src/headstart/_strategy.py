@@ -104,6 +104,8 @@ class Strategy:
         n_initial = config.n_initial
         if n_initial is None:
             n_initial = default_n_initial(space.dim, config.budget) if spec.initial_design else 0
+            if spec.initial_design and spec.n_initial is not None:
+                n_initial = spec.n_initial
         self.n_initial = n_initial
         self._warm_start: list[dict] = []
         if spec.warm_start:  # the sources' winners replace the Sobol points of the design

@@ -536,6 +536,8 @@ class Study:
             shares=diagnostics.get("shares"),
             residual_share=diagnostics.get("residual_share"),
             weight_se=diagnostics.get("weight_se"),
+            source_fit=diagnostics.get("source_rmse"),
+            head=diagnostics.get("head"),
         )
 
     def trials_dataframe(self):

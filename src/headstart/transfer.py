@@ -33,6 +33,10 @@ class TransferReport:
             over the total with the residual; comparable across sources of different scales).
         residual_share: The share no source explains.
         weight_se: Laplace standard errors of the weights (``nan``: not available).
+        source_fit: Neural methods (ABLR / ABRAC): each source's training error of the shared
+            basis (root mean squared, standardized values); ``weights`` is then empty.
+        head: Neural methods: the target head -- ``active_basis`` (how many of the ordered basis
+            functions it uses), ``ard_precisions``, ``noise_variance``.
     """
 
     study: str
@@ -44,9 +48,23 @@ class TransferReport:
     shares: dict[str, float] | None = None
     residual_share: float | None = None
     weight_se: dict[str, float] | None = None
+    source_fit: dict[str, float] | None = None
+    head: dict | None = None
 
     def summary(self) -> str:
         """What the sources are worth so far, in words (the weights' shares and uncertainty)."""
+        if self.source_fit is not None:
+            fits = ", ".join(f"{n} {v:.2g}" for n, v in self.source_fit.items())
+            text = f"Shared basis trained on {len(self.source_fit)} sources (training RMSE: {fits})."
+            if self.head:
+                alpha = self.head.get("ard_precisions", [])
+                used = sum(1 for a in alpha if a < 1e3)
+                text += (
+                    f" After {self.n_trials} trials the target head uses "
+                    f"{self.head['active_basis']} basis functions ({used} with precision < 1e3, "
+                    f"the rest pruned by ARD); noise variance {self.head['noise_variance']:.2g}."
+                )
+            return text
         if self.n_trials == 0:
             return (
                 f"No completed trial yet: the {len(self.weights)} sources carry the prior's equal "
@@ -106,6 +124,8 @@ class TransferReport:
             "shares": None if self.shares is None else dict(self.shares),
             "residual_share": self.residual_share,
             "weight_se": None if self.weight_se is None else dict(self.weight_se),
+            "source_fit": self.source_fit,
+            "head": self.head,
             "summary": self.summary(),
         }
 

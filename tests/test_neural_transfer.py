@@ -1,0 +1,136 @@
+"""ABLR and ABRAC: nested dropout, the basis-count rule, the network's Jacobian and cache, the study."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import headstart as hs
+from headstart._meta import MetaTask
+from headstart._transfer.features import (
+    FeatureNet,
+    sample_truncations,
+    train_features,
+    truncation_probabilities,
+)
+from headstart._transfer.neural import NeuralTransfer, cache_key, load_or_train
+
+
+def _forrester_tasks(n_tasks=6, n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    tasks = []
+    for t in range(n_tasks):
+        a, b, c = rng.normal(6, 1), rng.normal(12, 2), rng.uniform(0, 10)
+        x = rng.random(n)
+        tasks.append(MetaTask(f"t{t}", x[:, None], (a * x - 2) ** 2 * np.sin(b * x - 4) + c))
+    return tasks
+
+
+@pytest.mark.parametrize("kind", ["uniform", "geometric"])
+def test_nested_dropout_truncations_follow_q(kind):
+    gen = torch.Generator().manual_seed(0)
+    b = sample_truncations(20, 200_000, kind, gen).numpy()
+    assert b.min() >= 1 and b.max() <= 20
+    freq = np.bincount(b, minlength=21)[1:] / len(b)
+    np.testing.assert_allclose(freq, truncation_probabilities(20, kind), atol=0.004)
+
+
+def test_nested_dropout_orders_the_basis():
+    """With nested dropout the leading basis functions carry the structure (Rippel et al.)."""
+    tasks = [(t.X, (t.y - t.y.mean()) / t.y.std()) for t in _forrester_tasks()]
+
+    def error_with(net: FeatureNet, cols: slice) -> float:
+        errs = []
+        for X, y in tasks:
+            F = np.column_stack([net.features(X)[:, cols], np.ones(len(y))])
+            w = np.linalg.lstsq(F, y, rcond=None)[0]
+            errs.append(np.mean((F @ w - y) ** 2))
+        return float(np.mean(errs))
+
+    nested = train_features(tasks, mode="nested", seed=0)
+    assert error_with(nested, slice(0, 2)) < 0.5 * error_with(nested, slice(-2, None))
+
+
+def test_basis_count_rule():
+    net = load_or_train(_forrester_tasks(), "nested", seed=0)
+    abrac = NeuralTransfer([], np.array([False]), net=net)
+    assert [abrac.n_active(n) for n in (0, 1, 5, 20, 100)] == [1, 1, 5, 20, 20]
+    fixed = NeuralTransfer([], np.array([False]), net=net, active="all")
+    assert fixed.n_active(3) == 20
+    assert NeuralTransfer([], np.array([False]), net=net, active=7).n_active(50) == 7
+    assert NeuralTransfer([], np.array([False]), net=net, variant="ablr").n_active(2) == 20
+
+
+def test_feature_jacobian_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    layers = tuple(
+        (rng.standard_normal((o, i)), rng.standard_normal(o)) for i, o in ((3, 5), (5, 4))
+    )
+    net = FeatureNet(layers, "plain")
+    X = rng.random((4, 3))
+    F, J = net.features_and_jacobian(X)
+    np.testing.assert_allclose(F, net.features(X))
+    eps = 1e-6
+    for j in range(3):
+        step = np.zeros(3)
+        step[j] = eps
+        numeric = (net.features(X + step) - net.features(X - step)) / (2 * eps)
+        np.testing.assert_allclose(J[:, :, j], numeric, rtol=1e-6, atol=1e-8)
+
+
+class _Cache(dict):
+    def get_cache(self, key):
+        return self.get(key)
+
+    def put_cache(self, key, kind, value):
+        self[key] = value
+
+
+def test_trained_network_is_cached_seeded_and_tamper_checked(monkeypatch):
+    import headstart._transfer.neural as neural
+
+    tasks, cache, calls = _forrester_tasks(), _Cache(), []
+    real = neural.train_features
+    monkeypatch.setattr(neural, "train_features", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = load_or_train(tasks, "nested", seed=3, cache=cache)
+    again = load_or_train(tasks, "nested", seed=3, cache=cache)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(again.layers[0][0], first.layers[0][0])
+    key = cache_key(tasks, "nested", 3, "uniform")
+    cache[key]["body"]["layers"][0][1][0] += 1.0  # tampered
+    retrained = load_or_train(tasks, "nested", seed=3, cache=cache)
+    assert len(calls) == 2  # the altered entry was not used
+    np.testing.assert_array_equal(retrained.layers[0][0], first.layers[0][0])  # same seed
+    assert FeatureNet.from_json(cache[key]).mode == "nested"
+
+
+def test_too_little_or_constant_meta_data_is_refused():
+    with pytest.raises(hs.MetaDataValueError, match="at least 20 source evaluations"):
+        load_or_train(_forrester_tasks(n_tasks=1, n=10), "nested")
+    flat = [
+        *_forrester_tasks(n_tasks=2),
+        MetaTask("flat", np.random.default_rng(0).random((5, 1)), np.ones(5)),
+    ]
+    with pytest.raises(hs.MetaDataValueError, match="'flat' has the same value"):
+        load_or_train(flat, "nested")
+    with pytest.raises(hs.MetaDataValueError):
+        MetaTask("nan", np.zeros((2, 1)), np.array([1.0, np.nan]))
+
+
+@pytest.mark.parametrize("method", ["abrac", "ablr", "ablr-sgd-fixed"])
+def test_neural_methods_run_in_a_study_and_report_their_head(method):
+    frames = [
+        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
+    ]
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study(
+        method, space, storage=None, method=method, transfer_from=frames, seed=0
+    )
+    study.optimize(lambda p: (6 * p["x"] - 2) ** 2 * np.sin(12 * p["x"] - 4), n_trials=6)
+    assert study._strategy.n_initial == 3  # the ABRAC paper's 3 random points
+    report = study.transfer_report()
+    assert set(report.source_fit) == {f"t{i}" for i in range(6)}
+    assert report.head["active_basis"] == (6 if method == "abrac" else 20)
+    assert "basis functions" in report.summary()
