@@ -55,7 +55,9 @@ class TransferReport:
         """What the sources are worth so far, in words (the weights' shares and uncertainty)."""
         if self.source_fit is not None:
             fits = ", ".join(f"{n} {v:.2g}" for n, v in self.source_fit.items())
-            text = f"Shared basis trained on {len(self.source_fit)} sources (training RMSE: {fits})."
+            text = (
+                f"Shared basis trained on {len(self.source_fit)} sources (training RMSE: {fits})."
+            )
             if self.head:
                 alpha = self.head.get("ard_precisions", [])
                 used = sum(1 for a in alpha if a < 1e3)

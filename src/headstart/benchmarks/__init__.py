@@ -22,6 +22,7 @@ turns the CSV into plots and a markdown table; ``headstart bench`` does all of i
 from __future__ import annotations
 
 from headstart.benchmarks import (  # noqa: F401  (register the families)
+    abrac_tasks,
     families,
     hpo_tables,
     prior_tasks,

@@ -280,6 +280,20 @@ def run_headstart_mtgp(task: Task, seed: int, budget: int) -> list[dict[str, Any
     return _run_transfer(task, seed, budget, "mtgp")
 
 
+def _neural_method(method: str) -> Method:
+    def run(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+        return _run_headstart(task, seed, budget, method, transfer_from=list(task.meta_tasks))
+
+    run.__name__ = f"run_headstart_{method.replace('-', '_')}"
+    run.__qualname__ = run.__name__
+    return run
+
+
+run_headstart_abrac = _neural_method("abrac")
+run_headstart_ablr = _neural_method("ablr")
+run_headstart_ablr_sgd_fixed = _neural_method("ablr-sgd-fixed")
+
+
 # --- MPHD on pool-based HPO-B tasks (benchmarks/mphd.py) -----------------------------------------
 HPOB_INITIAL = 5  # the MPHD paper's protocol: 5 random initial points, then BO
 # The paper's hand-specified HGP (Sec. 4.3): ell ~ Gamma(1, 0.1), s ~ Gamma(1, 5), sigma^2 ~
@@ -575,6 +589,9 @@ register_method("smac-pibo", run_smac_pibo)
 register_method("headstart-pibo", run_headstart_pibo)
 register_method("headstart-pibo-logei", run_headstart_pibo_logei)
 register_method("prior-sampling", run_prior_sampling)
+register_method("headstart-abrac", run_headstart_abrac)
+register_method("headstart-ablr", run_headstart_ablr)
+register_method("headstart-ablr-sgd-fixed", run_headstart_ablr_sgd_fixed)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-gp-hand", run_headstart_gp_hand)
