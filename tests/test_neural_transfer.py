@@ -18,6 +18,14 @@ from headstart._transfer.features import (
 from headstart._transfer.neural import NeuralTransfer, cache_key, load_or_train
 
 
+@pytest.fixture(autouse=True)
+def _short_training(monkeypatch):
+    """800 optimizer steps instead of 3,000: these tests check behaviour, not accuracy."""
+    import headstart._transfer.features as features
+
+    monkeypatch.setattr(features, "MIN_STEPS", 800)
+
+
 def _forrester_tasks(n_tasks=6, n=20, seed=0):
     rng = np.random.default_rng(seed)
     tasks = []

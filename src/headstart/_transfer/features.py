@@ -9,7 +9,11 @@ during BO. Three trainings (``mode``):
   linear heads, with **nested dropout** on the output layer: for every point of every mini-batch
   a truncation ``b ~ Q`` keeps only the first ``b`` basis functions, so they come out *ordered*
   (the first ones carry the coarse structure). ``Q`` is uniform on ``1..d`` (the paper's choice)
-  or geometric (Rippel et al. 2014; ``truncation="geometric"``). SGD with momentum.
+  or geometric (Rippel et al. 2014; ``truncation="geometric"``). The paper uses SGD with momentum
+  and states none of its settings; Adam (lr 3e-3) reached a lower training error than SGD
+  (momentum 0.9, lr 0.01 / 0.05 / 0.1) in the same 3,000 steps on both of the paper's synthetic
+  families (RMSE on standardized values, quadratics 0.041 vs 0.25 / 0.087 / 0.078, Forrester
+  0.084 vs 0.12 / 0.13 at lr 0.05 / 0.1), so it is used.
 * ``"plain"`` -- **ABLR SGD fixed** (the paper's ablation; a multi-task DNGO): the same without
   nested dropout.
 * ``"ablr"`` -- **ABLR** (Perrone et al. 2018): the sum over tasks of the Bayesian linear
@@ -40,7 +44,7 @@ HIDDEN = (50, 50)
 N_BASIS = 20
 MODES = ("nested", "plain", "ablr")
 TRUNCATIONS = ("uniform", "geometric")
-SGD_LR, SGD_MOMENTUM, BATCH = 0.01, 0.9, 128
+ADAM_LR, BATCH = 3e-3, 128
 EPOCHS, MIN_STEPS = 30, 3000
 GEOMETRIC_P = 0.1
 FORMAT = "headstart.neural-features/v1"
@@ -196,7 +200,7 @@ def _train_mse(net, params, X, y, task, T, d, mode, truncation, gen, on_step):
 
     heads = torch.zeros(T, d, dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(T, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.SGD([*params, heads, bias], lr=SGD_LR, momentum=SGD_MOMENTUM)
+    opt = torch.optim.Adam([*params, heads, bias], lr=ADAM_LR)
     n = len(y)
     steps = max(MIN_STEPS, EPOCHS * math.ceil(n / BATCH))
     arange = torch.arange(1, d + 1)
