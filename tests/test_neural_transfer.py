@@ -45,8 +45,11 @@ def test_nested_dropout_truncations_follow_q(kind):
     np.testing.assert_allclose(freq, truncation_probabilities(20, kind), atol=0.004)
 
 
-def test_nested_dropout_orders_the_basis():
+def test_nested_dropout_orders_the_basis(monkeypatch):
     """With nested dropout the leading basis functions carry the structure (Rippel et al.)."""
+    import headstart._transfer.features as features
+
+    monkeypatch.setattr(features, "MIN_STEPS", 3000)
     tasks = [(t.X, (t.y - t.y.mean()) / t.y.std()) for t in _forrester_tasks()]
 
     def error_with(net: FeatureNet, cols: slice) -> float:
