@@ -35,6 +35,8 @@ def test_python_blocks_run_in_order(tmp_path, monkeypatch):
         "svm-v1",
         "tree-v1",
     }
+    deep = namespace["deep"]
+    assert len(deep.trials) == 6 and deep.transfer_report().head["active_basis"] == 6
     guided = namespace["guided"]
     assert len(guided.trials) == 20 and 0 < guided.prior_weight() < 2.0
     assert guided.trials[0].params["optimizer"] == "adam"  # the design starts at the prior's mode
