@@ -66,12 +66,15 @@ def super_dataset(seed: int, n_points: int):
     return out
 
 
-def recovery(seeds, n_points) -> list[dict]:
-    from headstart.mphd import Domain
-    from headstart.mphd.pretrain import fit_domains, fit_priors, gamma_kl
+def step1(seed: int, n_points: int, prior_dir: Path):
+    """Step 1 on the 16 training domains of a super-dataset seed (cached as JSON; timed)."""
+    import json
 
-    rows = []
-    for seed in seeds:
+    from headstart.mphd import Domain
+    from headstart.mphd.pretrain import DomainFit, fit_domains
+
+    path = prior_dir / f"synthetic-{seed}-step1.json"
+    if not path.exists():
         data = super_dataset(seed, n_points)
         domains = [
             Domain(f"s{seed}-d{i}", ("continuous",) * d, tuple(subs))
@@ -79,8 +82,36 @@ def recovery(seeds, n_points) -> list[dict]:
         ]
         t0 = time.perf_counter()
         fits = fit_domains(domains, n_points=n_points, seed=seed)
-        step1 = time.perf_counter() - t0
-        kinds = {dm.name: dm.kinds for dm in domains}
+        path.write_text(
+            json.dumps(
+                {
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "kinds": {dm.name: list(dm.kinds) for dm in domains},
+                    "fits": [
+                        {
+                            "name": f.name,
+                            "lengthscales": f.lengthscales.tolist(),
+                            "outputscale": f.outputscale,
+                            "noise": f.noise,
+                            "neg_log_likelihood": f.neg_log_likelihood,
+                            "n_datasets": f.n_datasets,
+                        }
+                        for f in fits
+                    ],
+                }
+            )
+        )
+    stored = json.loads(path.read_text())
+    fits = [DomainFit(**{**f, "lengthscales": np.array(f["lengthscales"])}) for f in stored["fits"]]
+    return fits, {k: tuple(v) for k, v in stored["kinds"].items()}, stored["seconds"]
+
+
+def recovery(seeds, n_points, prior_dir: Path) -> list[dict]:
+    from headstart.mphd.pretrain import fit_priors, gamma_kl
+
+    rows = []
+    for seed in seeds:
+        fits, kinds, seconds = step1(seed, n_points, prior_dir)
         for n in TRAIN_COUNTS:
             for mode in ("network", "shared"):
                 prior = fit_priors(fits[:n], kinds, lengthscale=mode, seed=seed)
@@ -94,7 +125,7 @@ def recovery(seeds, n_points) -> list[dict]:
                         "n_train": n,
                         "mode": mode,
                         "kl": float(np.mean(kls)),
-                        "step1_seconds": round(step1, 1),
+                        "step1_seconds": seconds,
                     }
                 )
     return rows
@@ -104,19 +135,13 @@ def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
     """Register the 4 held-out domains' pools (2 sub-datasets each) as pool tasks."""
     from headstart.benchmarks.functions import Task, register_task
     from headstart.benchmarks.hpob import PoolObjective
-    from headstart.mphd import Domain
-    from headstart.mphd.pretrain import fit_domains, fit_priors
+    from headstart.mphd.pretrain import fit_priors
     from headstart.space import Float, SearchSpace
 
     data = super_dataset(seed, n_points)
     paths = {m: prior_dir / f"synthetic-{seed}-{m}.json" for m in ("network", "shared")}
     if not all(p.exists() for p in paths.values()):
-        domains = [
-            Domain(f"s{seed}-d{i}", ("continuous",) * d, tuple(subs))
-            for i, (d, _, _, _, subs) in enumerate(data[:N_TRAIN])
-        ]
-        fits = fit_domains(domains, n_points=n_points, seed=seed)
-        kinds = {dm.name: dm.kinds for dm in domains}
+        fits, kinds, _ = step1(seed, n_points, prior_dir)
         for mode, path in paths.items():
             fit_priors(fits, kinds, lengthscale=mode, seed=seed).save(path)
     rng = np.random.default_rng([seed, 99])
@@ -154,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if kl_csv.exists():
         kl = pd.read_csv(kl_csv)
     else:
-        kl = pd.DataFrame(recovery(range(args.seeds), args.n_points))
+        kl = pd.DataFrame(recovery(range(args.seeds), args.n_points, prior_dir))
         kl.to_csv(kl_csv, index=False)
     names = [n for seed in range(args.seeds) for n in bo_tasks(seed, args.n_points, prior_dir)]
     bo_csv = args.out / "mphd_synthetic_bo.csv"
