@@ -293,7 +293,8 @@ def _train_ablr(net, params, X, y, task, T, d, on_step):
             rows = task_np == t
             Ft, yt = F[rows].numpy(), y[rows].numpy()
             a, b = float(log_alpha[t].exp()), float(log_beta[t].exp())
-            w = np.linalg.solve(Ft.T @ Ft + a / b * np.eye(d), Ft.T @ yt)
+            ridge = np.vstack([Ft, np.sqrt(max(a / b, 1e-12)) * np.eye(d)])  # the head's mean,
+            w = np.linalg.lstsq(ridge, np.concatenate([yt, np.zeros(d)]), rcond=None)[0]  # stably
             rmse[t] = float(np.sqrt(np.mean((Ft @ w - yt) ** 2)))
     return rmse
 
