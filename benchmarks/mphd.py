@@ -26,9 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -73,40 +71,14 @@ def step1_fits(data, out_dir, n_points, seed=0):
     A space's step-1 estimate does not depend on the other spaces (the batched objective is a sum
     of per-space terms), so each held-out space's prior reuses these fits minus its own.
     """
-    from headstart.mphd.pretrain import DomainFit, fit_domains
+    from headstart.mphd.pretrain import cached_fit_domains
+
+    def make_domains():
+        rng = np.random.default_rng(seed)
+        return [_domain(s, t, rng) for s, t in data.items()]
 
     path = out_dir / "step1-all-spaces.json"
-    if not path.exists():
-        rng = np.random.default_rng(seed)
-        domains = [_domain(s, t, rng) for s, t in data.items()]
-        t0 = time.perf_counter()
-        fits = fit_domains(domains, n_points=n_points, seed=seed)
-        seconds = time.perf_counter() - t0
-        path.write_text(
-            json.dumps(
-                {
-                    "seconds": round(seconds, 1),
-                    "n_points": n_points,
-                    "kinds": {d.name: list(d.kinds) for d in domains},
-                    "fits": [
-                        {
-                            "name": f.name,
-                            "lengthscales": f.lengthscales.tolist(),
-                            "outputscale": f.outputscale,
-                            "noise": f.noise,
-                            "neg_log_likelihood": f.neg_log_likelihood,
-                            "n_datasets": f.n_datasets,
-                        }
-                        for f in fits
-                    ],
-                },
-                indent=1,
-            )
-        )
-    stored = json.loads(path.read_text())
-    fits = [DomainFit(**{**f, "lengthscales": np.array(f["lengthscales"])}) for f in stored["fits"]]
-    kinds = {k: tuple(v) for k, v in stored["kinds"].items()}
-    return fits, kinds, stored
+    return cached_fit_domains(path, make_domains, n_points=n_points, seed=seed)
 
 
 def pretrain_priors(fits, kinds, held_out, out_dir, n_points, seed=0) -> dict[str, str]:
@@ -228,15 +200,11 @@ def _plot(frame, path: Path, budget: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from headstart.benchmarks.report import draw_mean_curves
+
     fig, ax = plt.subplots(figsize=(6, 4))
-    curve = frame.groupby(["method", "iteration"])["nregret"].mean().unstack(0)
-    for method in curve.columns:
-        ax.plot(curve.index, curve[method], label=method)
-    ax.set_yscale("log")
-    ax.set_xlabel("evaluations")
-    ax.set_ylabel("mean normalized regret")
+    draw_mean_curves(ax, frame, "nregret", "mean normalized regret")
     ax.set_title("HPO-B, held-out spaces (NToT)")
-    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -68,42 +67,19 @@ def super_dataset(seed: int, n_points: int):
 
 def step1(seed: int, n_points: int, prior_dir: Path):
     """Step 1 on the 16 training domains of a super-dataset seed (cached as JSON; timed)."""
-    import json
-
     from headstart.mphd import Domain
-    from headstart.mphd.pretrain import DomainFit, fit_domains
+    from headstart.mphd.pretrain import cached_fit_domains
 
-    path = prior_dir / f"synthetic-{seed}-step1.json"
-    if not path.exists():
+    def make_domains():
         data = super_dataset(seed, n_points)
-        domains = [
+        return [
             Domain(f"s{seed}-d{i}", ("continuous",) * d, tuple(subs))
             for i, (d, _, _, _, subs) in enumerate(data[:N_TRAIN])
         ]
-        t0 = time.perf_counter()
-        fits = fit_domains(domains, n_points=n_points, seed=seed)
-        path.write_text(
-            json.dumps(
-                {
-                    "seconds": round(time.perf_counter() - t0, 1),
-                    "kinds": {dm.name: list(dm.kinds) for dm in domains},
-                    "fits": [
-                        {
-                            "name": f.name,
-                            "lengthscales": f.lengthscales.tolist(),
-                            "outputscale": f.outputscale,
-                            "noise": f.noise,
-                            "neg_log_likelihood": f.neg_log_likelihood,
-                            "n_datasets": f.n_datasets,
-                        }
-                        for f in fits
-                    ],
-                }
-            )
-        )
-    stored = json.loads(path.read_text())
-    fits = [DomainFit(**{**f, "lengthscales": np.array(f["lengthscales"])}) for f in stored["fits"]]
-    return fits, {k: tuple(v) for k, v in stored["kinds"].items()}, stored["seconds"]
+
+    path = prior_dir / f"synthetic-{seed}-step1.json"
+    fits, kinds, stored = cached_fit_domains(path, make_domains, n_points=n_points, seed=seed)
+    return fits, kinds, stored["seconds"]
 
 
 def recovery(seeds, n_points, prior_dir: Path) -> list[dict]:
@@ -235,6 +211,8 @@ def _plot(table, bo, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from headstart.benchmarks.report import draw_mean_curves
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for mode, label in (("network", "MPHD (network)"), ("shared", "Non-NN (shared)")):
         ax1.errorbar(
@@ -249,13 +227,7 @@ def _plot(table, bo, path: Path) -> None:
     ax1.set_ylabel("KL(true || learned), mean over d")
     ax1.set_yscale("log")
     ax1.legend()
-    curve = bo.groupby(["method", "iteration"])["regret"].mean().unstack(0)
-    for method in curve.columns:
-        ax2.plot(curve.index, curve[method], label=method)
-    ax2.set_yscale("log")
-    ax2.set_xlabel("evaluations")
-    ax2.set_ylabel("mean normalized regret")
-    ax2.legend(fontsize=7)
+    draw_mean_curves(ax2, bo, "regret", "mean normalized regret")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -371,3 +371,21 @@ def test_overlapping_mphd_studies_share_one_prior(tmp_path, backend):
     assert studies[0].storage.get_cache(keys.pop())["format"] == "headstart.mphd-prior"
     for n in names + sources:
         hs.delete_study(n, url)
+
+
+def test_cached_step1_fits_are_read_back_without_refitting(tmp_path):
+    from headstart.mphd.pretrain import cached_fit_domains
+
+    calls = []
+
+    def make():
+        calls.append(1)
+        return _domains(n_domains=3)
+
+    path = tmp_path / "step1.json"
+    fits, kinds, stored = cached_fit_domains(path, make, n_points=20)
+    again, kinds_again, _ = cached_fit_domains(path, make, n_points=20)
+    assert len(calls) == 1 and stored["n_points"] == 20 and kinds_again == kinds
+    for a, b in zip(fits, again, strict=True):
+        np.testing.assert_array_equal(a.lengthscales, b.lengthscales)
+        assert (a.name, a.noise, a.neg_log_likelihood) == (b.name, b.noise, b.neg_log_likelihood)

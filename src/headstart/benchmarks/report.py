@@ -81,6 +81,17 @@ def _draw_regret(ax, rows, colors) -> None:
     ax.grid(alpha=0.3, which="both")
 
 
+def draw_mean_curves(ax, frame, column: str, ylabel: str) -> None:
+    """One line per method: the mean of ``column`` over tasks and seeds at each evaluation."""
+    curve = frame.groupby(["method", "iteration"])[column].mean().unstack(0)
+    for method in curve.columns:
+        ax.plot(curve.index, curve[method], label=method)
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
 def _draw_overhead(ax, rows, colors) -> None:
     medians = rows.groupby(["method", "iteration"])["seconds_suggest"].median()
     for method in sorted(rows["method"].unique()):
@@ -470,6 +481,7 @@ def overall_summary(df, reference: str = "optuna-gp", target: str | None = None)
 __all__ = [
     "CRITERIA",
     "benchmark_plot",
+    "draw_mean_curves",
     "early_regret_summary",
     "markdown_summary",
     "overall_summary",

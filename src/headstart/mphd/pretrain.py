@@ -95,6 +95,52 @@ class DomainFit:
     neg_log_likelihood: float
     n_datasets: int
 
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "lengthscales": self.lengthscales.tolist(),
+            "outputscale": self.outputscale,
+            "noise": self.noise,
+            "neg_log_likelihood": self.neg_log_likelihood,
+            "n_datasets": self.n_datasets,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> DomainFit:
+        return cls(**{**data, "lengthscales": np.asarray(data["lengthscales"], dtype=np.float64)})
+
+
+def cached_fit_domains(
+    path, make_domains, *, n_points: int = DEFAULT_POINTS, seed: int = 0
+) -> tuple[list[DomainFit], dict[str, tuple[str, ...]], dict]:
+    r"""Step 1 (:func:`fit_domains`), kept in the JSON file ``path`` so step 2 can be redone.
+
+    ``make_domains()`` builds the domains only when ``path`` does not exist yet; the file also
+    records the kinds of each space, ``n_points`` and the step's wall time in ``seconds``.
+
+    Returns:
+        ``(fits, {space name: kinds}, the stored dict)``.
+    """
+    import json
+    import time
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        domains = make_domains()
+        t0 = time.perf_counter()
+        fits = fit_domains(domains, n_points=n_points, seed=seed)
+        stored = {
+            "seconds": round(time.perf_counter() - t0, 1),
+            "n_points": n_points,
+            "kinds": {d.name: list(d.kinds) for d in domains},
+            "fits": [f.to_json() for f in fits],
+        }
+        path.write_text(json.dumps(stored, indent=1))
+    stored = json.loads(path.read_text())
+    fits = [DomainFit.from_json(f) for f in stored["fits"]]
+    return fits, {k: tuple(v) for k, v in stored["kinds"].items()}, stored
+
 
 def _usable(domain: Domain, n_points: int, rng: np.random.Generator):
     """The domain's sub-datasets, finite, subsampled to ``n_points``, values standardized."""
@@ -425,6 +471,7 @@ __all__ = [
     "MIN_SPACES",
     "Domain",
     "DomainFit",
+    "cached_fit_domains",
     "fit_domains",
     "fit_lengthscale_network",
     "fit_priors",
