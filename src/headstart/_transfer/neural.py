@@ -59,8 +59,9 @@ class NeuralPosterior:
     def posterior_and_grad(self, X: np.ndarray):
         F, J = self.net.features_and_jacobian(np.atleast_2d(X))
         F, J = F[:, : self.r], J[:, : self.r]
-        mean, var = self.fit.predict(F)
-        SF = self.fit.solve(F).T  # m x r: S f
+        SF = self.fit.solve(F).T  # m x r: S f; f^T S f = ||L^{-1} f||^2 (one solve for both)
+        mean = F @ self.fit.mean_w
+        var = np.maximum(((F * SF).sum(1) + 1.0) / self.fit.beta, 1e-12)
         dmean = np.einsum("mrd,r->md", J, self.fit.mean_w)
         dvar = 2.0 / self.fit.beta * np.einsum("mr,mrd->md", SF, J)
         return mean, var, dmean, dvar
