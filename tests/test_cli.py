@@ -87,3 +87,11 @@ def test_errors_are_one_line_with_exit_code_1(tmp_path, storage):
     assert bad.returncode == 1 and "error:" in bad.stderr
     usage = run("demo", "--trials", "0", storage=storage, cwd=tmp_path)
     assert usage.returncode == 2
+
+
+def test_studies_list_on_a_missing_file_says_so_and_creates_nothing(tmp_path, storage):
+    typo = tmp_path / "typo.db"
+    result = run("studies", "list", "--storage", f"sqlite:///{typo}", storage=storage, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "no database" in result.stderr.lower() and "typo.db" in result.stderr
+    assert not typo.exists()

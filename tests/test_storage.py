@@ -247,3 +247,63 @@ def test_bulk_reads_of_studies_and_trials():
     assert [t.number for t in done[a.study_id]] == [0, 1] and done[b.study_id] == []
     assert len(store.get_trials_of_studies([a.study_id])[a.study_id]) == 3
     assert store.get_trials_of_studies([]) == {}
+
+
+def _optuna_db(path) -> str:
+    optuna = pytest.importorskip("optuna")
+    url = f"sqlite:///{path}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name="o", storage=url)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    return url
+
+
+def _tables(path) -> list[str]:
+    with sqlite3.connect(path) as conn:
+        return sorted(
+            r[0] for r in conn.execute("select name from sqlite_master where type='table'")
+        )
+
+
+def test_an_optuna_storage_is_refused_before_anything_is_written(tmp_path):
+    from headstart.exceptions import ForeignStorageError
+
+    path = tmp_path / "optuna.db"
+    url = _optuna_db(path)
+    before = _tables(path)
+    for create in (True, False):
+        with pytest.raises(ForeignStorageError, match=r"Optuna storage.*nothing was written"):
+            Storage(url, create=create)
+    assert _tables(path) == before  # no headstart_version, no model_cache
+
+
+def test_another_applications_studies_table_is_refused(tmp_path):
+    from headstart.exceptions import ForeignStorageError
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("create table studies (id integer primary key, title text)")
+    with pytest.raises(ForeignStorageError, match=r"\['studies'\] that headstart did not create"):
+        Storage(f"sqlite:///{path}")
+    assert _tables(path) == ["studies"]
+
+
+def test_unrelated_tables_may_share_the_database(tmp_path):
+    path = tmp_path / "shared.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("create table invoices (id integer primary key)")
+    new_study(Storage(f"sqlite:///{path}"))
+    assert "invoices" in _tables(path) and "headstart_version" in _tables(path)
+
+
+def test_reading_a_missing_database_creates_nothing(tmp_path):
+    from headstart.exceptions import StorageNotFoundError
+
+    path = tmp_path / "typo.db"
+    with pytest.raises(StorageNotFoundError, match="no file"):
+        get_storage(f"sqlite:///{path}", create=False)
+    assert not path.exists()
+    sqlite3.connect(path).close()  # an empty file: not a headstart storage either
+    with pytest.raises(StorageNotFoundError, match="holds no headstart storage"):
+        get_storage(f"sqlite:///{path}", create=False)
+    assert _tables(path) == []

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 # Public names are loaded on first use (PEP 562), so `import headstart` and `headstart --help`
 # stay fast: the study layer pulls in NumPy and SQLAlchemy, models pull in torch.
 _EXPORTS = {
+    "StorageNotFoundError": "headstart.exceptions",
+    "ForeignStorageError": "headstart.exceptions",
     "Beta": "headstart.priors",
     "Categorical": "headstart.space",
     "ConstantTargetError": "headstart.exceptions",
@@ -91,6 +93,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         DatasetError,
         DuplicatedStudyError,
         EmptySourceError,
+        ForeignStorageError,
         HeadstartError,
         HeadstartWarning,
         InvalidParamsError,
@@ -110,6 +113,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         SourceFileError,
         SourceSpaceMismatchError,
         StorageError,
+        StorageNotFoundError,
         StorageVersionError,
         TooFewRowsError,
         TrialAlreadyFinishedError,
@@ -133,6 +137,7 @@ __all__ = [
     "EmptySourceError",
     "Fixed",
     "Float",
+    "ForeignStorageError",
     "HeadstartError",
     "HeadstartWarning",
     "Int",
@@ -156,6 +161,7 @@ __all__ = [
     "SourceFileError",
     "SourceSpaceMismatchError",
     "StorageError",
+    "StorageNotFoundError",
     "StorageVersionError",
     "Study",
     "TooFewRowsError",

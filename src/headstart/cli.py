@@ -124,7 +124,7 @@ def studies_list(storage: StorageOpt = DEFAULT_STORAGE_URL) -> None:
 
     from headstart.storage import get_storage
 
-    summaries = get_storage(storage).list_studies()
+    summaries = get_storage(storage, create=False).list_studies()
     table = Table("name", "direction", "trials", "complete", "best value", "created")
     for s in summaries:
         best = "-" if s.best_value is None else f"{s.best_value:.6g}"

@@ -94,6 +94,14 @@ class StorageVersionError(StorageError):
     """The storage's schema version is not one this headstart version can read."""
 
 
+class ForeignStorageError(StorageError):
+    """The database belongs to another application (e.g. an Optuna storage); nothing was written."""
+
+
+class StorageNotFoundError(StorageError):
+    """A command that only reads was pointed at a database that does not exist."""
+
+
 # --- models ---------------------------------------------------------------------------------------
 class ModelFittingError(HeadstartError, RuntimeError):
     """A surrogate model could not be fitted, even after the fallbacks were tried."""
@@ -145,6 +153,7 @@ __all__ = [
     "DatasetError",
     "DuplicatedStudyError",
     "EmptySourceError",
+    "ForeignStorageError",
     "HeadstartError",
     "HeadstartWarning",
     "InvalidParamsError",
@@ -163,6 +172,7 @@ __all__ = [
     "SourceFileError",
     "SourceSpaceMismatchError",
     "StorageError",
+    "StorageNotFoundError",
     "StorageVersionError",
     "TooFewRowsError",
     "TrialAlreadyFinishedError",

@@ -275,7 +275,7 @@ def load_study(
         heartbeat_interval, grace_period: Override the stored heartbeat settings in this
             process (see :func:`create_study`).
     """
-    store = get_storage(storage)
+    store = get_storage(storage, create=False)
     return Study(
         store,
         store.get_study(name).study_id,
@@ -287,7 +287,7 @@ def load_study(
 
 def delete_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> None:
     """Delete a study and all its trials."""
-    get_storage(storage).delete_study(name)
+    get_storage(storage, create=False).delete_study(name)
 
 
 __all__ = ["Study", "Trial", "check_value", "create_study", "delete_study", "load_study"]

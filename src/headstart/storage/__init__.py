@@ -33,14 +33,21 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_storage(storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Storage:
+def get_storage(
+    storage: str | Storage | None = DEFAULT_STORAGE_URL, *, create: bool = True
+) -> Storage:
     """Open (or reuse) a storage.
 
     Args:
         storage: A SQLAlchemy URL, an open :class:`Storage`, or ``None`` /
             ``"sqlite:///:memory:"`` for a new in-memory storage (each call gives a fresh one).
+        create: Create the database and its tables when missing. ``False`` (commands that only
+            read) refuses a missing SQLite file or a database without headstart's tables.
 
     Raises:
+        StorageNotFoundError: ``create=False`` and there is no headstart storage at the URL.
+        ForeignStorageError: the database's ``studies`` / ``trials`` tables are another
+            application's (an Optuna storage); nothing is written to it.
         StorageError: the URL cannot be parsed or the database cannot be opened.
     """
     from headstart.storage.sql import MEMORY_URL, Storage
@@ -60,7 +67,7 @@ def get_storage(storage: str | Storage | None = DEFAULT_STORAGE_URL) -> Storage:
         )
     key = f"{os.getpid()}:{os.getcwd()}:{storage}"  # relative sqlite paths depend on cwd
     if key not in _OPEN:
-        _OPEN[key] = Storage(storage)
+        _OPEN[key] = Storage(storage, create=create)
     return _OPEN[key]
 
 

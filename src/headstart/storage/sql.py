@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,7 +30,9 @@ from sqlalchemy.pool import StaticPool
 
 from headstart.exceptions import (
     DuplicatedStudyError,
+    ForeignStorageError,
     StorageError,
+    StorageNotFoundError,
     StorageVersionError,
     TrialAlreadyFinishedError,
     UnknownStudyError,
@@ -140,6 +143,45 @@ def _make_engine(url: str, engine_kwargs: dict[str, Any] | None = None) -> Engin
     return engine
 
 
+_OWN_TABLES = frozenset(table.name for table in metadata.sorted_tables)
+_OPTUNA_TABLES = frozenset({"version_info", "study_directions", "trial_values", "trial_params"})
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of a ``sqlite:///path`` URL (``None`` for in-memory and non-SQLite URLs)."""
+    if not url.startswith("sqlite") or url in ("sqlite://", MEMORY_URL):
+        return None
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    return None if not database or database == ":memory:" else database
+
+
+def _check_not_foreign(conn: Connection, url: str) -> None:
+    """Refuse a database whose ``studies`` / ``trials`` tables belong to another application.
+
+    A headstart storage always has ``headstart_version`` (tables are created with it in one
+    transaction); tables of ours without it are someone else's, and writing would corrupt them.
+    """
+    names = set(inspect(conn).get_table_names())
+    if version_table.name in names:
+        return
+    clash = sorted(names & _OWN_TABLES)
+    if not clash:
+        return
+    if names >= _OPTUNA_TABLES:
+        raise ForeignStorageError(
+            f"{url!r} is an Optuna storage, not a headstart one; nothing was written to it. "
+            "Use Optuna's studies as sources with transfer_from=hs.sources.from_optuna(URL), "
+            "copy them with `headstart import optuna --from URL`, or optimize them in Optuna "
+            "with headstart.integrations.optuna.HeadstartSampler."
+        )
+    raise ForeignStorageError(
+        f"{url!r} already has table(s) {clash} that headstart did not create; nothing was "
+        "written. Point headstart at its own database (e.g. sqlite:///headstart.db) or schema."
+    )
+
+
 def _upsert_cache(conn: Connection, row: dict[str, Any]) -> None:
     """Insert or replace one ``model_cache`` row; atomic under concurrent writers on PG/SQLite."""
     c = model_cache_table.c
@@ -166,10 +208,18 @@ class Storage:
         engine_kwargs: Extra ``sqlalchemy.create_engine`` options (pool size, timeouts...).
     """
 
-    def __init__(self, url: str, *, engine_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, url: str, *, engine_kwargs: dict[str, Any] | None = None, create: bool = True
+    ) -> None:
         self._raw_url = url
         self.url = mask_password(url)
         """The URL with its password masked: what messages, ``repr`` and the CLI show."""
+        path = _sqlite_file(url)
+        if not create and path is not None and not os.path.exists(path):
+            raise StorageNotFoundError(
+                f"There is no database at {self.url!r} (no file {path!r}); nothing was created. "
+                "Check the path, or create a study there first."
+            )
         try:
             self._engine = _make_engine(url, engine_kwargs)
             self._writer = self._engine.execution_options(headstart_begin="IMMEDIATE")
@@ -177,7 +227,7 @@ class Storage:
             # (heartbeats) must not interleave on it, so they take turns.
             memory = url in (MEMORY_URL, "sqlite://")
             self._turn = threading.RLock() if memory else contextlib.nullcontext()
-            self._init_schema()
+            self._init_schema(create)
         except StorageError:
             raise
         except ModuleNotFoundError as e:
@@ -200,8 +250,12 @@ class Storage:
         return f"Storage({self.url!r})"
 
     # --- plumbing --------------------------------------------------------------------------------
-    def _init_schema(self) -> None:
+    def _init_schema(self, create: bool = True) -> None:
         """Create the tables of a new storage, or migrate an older one, in one transaction.
+
+        A database whose ``studies`` or ``trials`` tables are another application's (an Optuna
+        storage) is refused before anything is written (:class:`ForeignStorageError`); with
+        ``create=False`` a database without headstart's tables is refused too.
 
         A storage already at :data:`SCHEMA_VERSION` is only *read* (opening it never takes
         SQLite's write lock, so it does not wait behind a busy writer). On PostgreSQL a
@@ -218,10 +272,17 @@ class Storage:
         with self._turn, self._engine.connect() as conn:
             if current(conn):
                 return
+            _check_not_foreign(conn, self.url)
+            if not create and not inspect(conn).has_table(version_table.name):
+                raise StorageNotFoundError(
+                    f"{self.url!r} holds no headstart storage; nothing was created. Check the "
+                    "URL, or create a study there first."
+                )
 
         def init(conn: Connection) -> None:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
+            _check_not_foreign(conn, self.url)  # again, under the lock
             version_table.create(conn, checkfirst=True)
             # FOR UPDATE: a second process opening an old PostgreSQL storage waits for the first
             # one's migration instead of running it twice (SQLite's BEGIN IMMEDIATE does the same).
