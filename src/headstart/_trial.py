@@ -21,6 +21,7 @@ from headstart.exceptions import (
     InvalidParamsError,
     InvalidValueError,
 )
+from headstart.sources._tables import is_complete_state, is_export_column
 from headstart.storage import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -99,11 +100,6 @@ def rows_from(trials: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
     return rows
 
 
-# Columns of a trials_dataframe() export (headstart's or Optuna's) that are not parameters.
-_EXPORT_COLUMNS = {"number", "source", "datetime_start", "datetime_complete", "duration"}
-_EXPORT_PREFIXES = ("user_attrs_", "system_attrs_", "seconds_")
-
-
 def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
     """Rows of a DataFrame with a ``value`` column and one column per parameter.
 
@@ -123,8 +119,8 @@ def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
             )
         if found:
             source[name] = found[0]
-    known = set(source.values()) | _EXPORT_COLUMNS | {"value", "state"}
-    unknown = [c for c in columns if c not in known and not c.startswith(_EXPORT_PREFIXES)]
+    known = set(source.values()) | {"value", "state"}
+    unknown = [c for c in columns if c not in known and not is_export_column(c)]
     if unknown:
         raise InvalidParamsError(
             f"add_trials DataFrame has column(s) {unknown} that are not parameters of this study "
@@ -132,7 +128,7 @@ def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
         )
     rows = []
     for r in frame.to_dict("records"):
-        if "state" in r and str(r["state"]).lower() not in ("complete", "trialstate.complete"):
+        if "state" in r and not is_complete_state(r["state"]):
             continue  # failed / running / pruned rows of an export carry no value to import
         rows.append(({name: r[col] for name, col in source.items()}, r["value"]))
     return rows

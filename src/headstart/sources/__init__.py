@@ -10,6 +10,8 @@ into a list of them:
   optional ``task`` column (a :meth:`~headstart.study.Study.trials_dataframe` export works too:
   ``params_<name>`` columns are accepted and only ``state == "complete"`` rows are kept);
 * :func:`from_arrays` - parameter dicts, or an already encoded ``n x d`` array;
+* ``optuna.Study`` objects, and :func:`from_optuna` - every (or the named) study of an Optuna
+  storage; Optuna's own ``trials_dataframe()`` is read as is by :func:`from_dataframe`;
 * :func:`resolve_sources` - the ``transfer_from=`` argument: any mix of the above.
 
 Conventions:
@@ -46,6 +48,7 @@ from headstart.sources._domains import (
     resolve_prior_model,
     save_prior_model,
 )
+from headstart.sources._optuna import OptunaSource, from_optuna, from_optuna_study, is_optuna_study
 from headstart.sources._studies import from_storage, from_study, is_study
 from headstart.sources._tables import from_arrays, from_csv, from_dataframe
 from headstart.sources._task import space_difference
@@ -76,6 +79,10 @@ def _resolve_one(
         return [item]
     if _is_frame(item):
         return from_dataframe(item, space, direction=direction)
+    if isinstance(item, OptunaSource):
+        return item.tasks(space, exclude)
+    if is_optuna_study(item):
+        return [from_optuna_study(item, space)]
     if isinstance(item, os.PathLike):
         return from_csv(item, space, direction=direction)
     if is_study(item) or isinstance(item, str):
@@ -99,7 +106,8 @@ def _resolve_one(
             raise
     raise InvalidSettingError(
         "transfer_from entries must be study names, Study objects, MetaTask objects, pandas "
-        f"DataFrames or paths to .csv files; got {type(item).__name__}."
+        "DataFrames, paths to .csv files, Optuna studies or hs.sources.from_optuna(URL); got "
+        f"{type(item).__name__}."
     )
 
 
@@ -131,7 +139,8 @@ def resolve_sources(
             the same search space, see :func:`from_storage`); or one of, or a list mixing, study
             names, :class:`~headstart.study.Study` objects, :class:`MetaTask` objects, pandas
             DataFrames (grouped by their ``task`` column) and CSV paths (``str`` ending in ``.csv``
-            or :class:`pathlib.Path`). Inside a list, ``"all"`` is a study name.
+            or :class:`pathlib.Path`), ``optuna.Study`` objects and :func:`from_optuna` (every or
+            the named study of an Optuna storage). Inside a list, ``"all"`` is a study name.
         space: The target study's search space.
         storage: Where study names are looked up.
         direction: The target's direction, given to DataFrame and CSV sources; studies and
@@ -160,7 +169,7 @@ def resolve_sources(
         return []
     if isinstance(transfer_from, str) and transfer_from == "all":
         return _unique_names(from_storage(store(), space, excluded))
-    single = (str, os.PathLike, MetaTask)
+    single = (str, os.PathLike, MetaTask, OptunaSource)
     if isinstance(transfer_from, single) or _is_frame(transfer_from):
         items = [transfer_from]
     elif isinstance(transfer_from, Iterable):
@@ -181,6 +190,7 @@ __all__ = [
     "from_arrays",
     "from_csv",
     "from_dataframe",
+    "from_optuna",
     "from_storage",
     "from_study",
     "load_prior_model",

@@ -31,10 +31,22 @@ from headstart.storage import TrialState
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Columns of :meth:`Study.trials_dataframe` that are not parameters.
-_EXPORT_COLUMNS = frozenset(
-    {"number", "state", "source", "datetime_start", "datetime_complete", "seconds_suggest"}
+#: Columns of a ``trials_dataframe()`` export (headstart's or Optuna's) that are not parameters.
+EXPORT_COLUMNS = frozenset(
+    {"number", "state", "source", "datetime_start", "datetime_complete", "duration"}
 )
+EXPORT_PREFIXES = ("user_attrs_", "system_attrs_", "seconds_", "intermediate_values")
+
+
+def is_export_column(column: str) -> bool:
+    """Whether ``column`` is export metadata (``number``, ``duration``, ``user_attrs_*`` ...)."""
+    return column in EXPORT_COLUMNS or column.startswith(EXPORT_PREFIXES)
+
+
+def is_complete_state(state: Any) -> bool:
+    """Whether an export's ``state`` cell means complete (headstart ``complete``, Optuna
+    ``COMPLETE`` or ``TrialState.COMPLETE``)."""
+    return str(state).rsplit(".", 1)[-1].lower() == TrialState.COMPLETE.value
 
 
 def _param_columns(columns: list, space: SearchSpace, label: str, skip: set) -> dict[str, Any]:
@@ -47,7 +59,9 @@ def _param_columns(columns: list, space: SearchSpace, label: str, skip: set) -> 
             found[name] = f"params_{name}"
         elif not isinstance(p, Fixed):
             missing.append(name)
-    extra = [c for c in columns if c not in set(found.values()) | skip | _EXPORT_COLUMNS]
+    extra = [
+        c for c in columns if c not in set(found.values()) | skip and not is_export_column(str(c))
+    ]
     if missing or extra:
         diffs = [f"parameter {n!r} of the study has no column" for n in missing]
         diffs += [f"column {c!r} is not a parameter of the study" for c in extra]
@@ -100,7 +114,7 @@ def _frame_tasks(
     filter_state = "state" in columns and "state" not in space
     groups: dict[str, tuple[list, list]] = {}
     for i, row in enumerate(df.to_dict("records")):
-        if filter_state and row["state"] != TrialState.COMPLETE.value:
+        if filter_state and not is_complete_state(row["state"]):
             continue
         task = str(row[task_column]) if grouped else name
         value = _finite(row[value_column])

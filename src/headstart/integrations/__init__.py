@@ -1,0 +1,1 @@
+"""Integrations with other libraries: :mod:`headstart.integrations.optuna` (an Optuna sampler)."""

@@ -1,0 +1,350 @@
+r"""headstart's models as an Optuna sampler: change only the ``sampler=`` line of an Optuna script.
+
+.. code-block:: python
+
+    import optuna
+    from headstart.integrations.optuna import HeadstartSampler
+
+    study = optuna.create_study(sampler=HeadstartSampler(method="scaml", transfer_from=[old]))
+    study.optimize(objective, n_trials=30, n_jobs=2)    # pruners, storages, dashboard as usual
+
+How it fits Optuna (the same contract as Optuna's own ``GPSampler``):
+
+* **Relative sampling** over the intersection of the parameters every completed trial used
+  (single-valued distributions dropped). Before any trial completed, the space is the one of the
+  sources (Optuna studies in ``transfer_from``) or ``search_space=``, so a transfer method uses
+  the earlier runs from the first trial on.
+* **Parameters outside that space** (conditional ones) go to ``independent_sampler`` (default
+  Optuna's ``RandomSampler``), with one warning per parameter.
+* **Running trials are pending points**: their suggestions are kept in the trial's system
+  attributes (``headstart:params``) so other threads and processes condition on them
+  (``n_jobs=2`` or several workers on one storage).
+* **Pruned trials** enter the model at their last reported value, no better than the median
+  completed one (:func:`pruned_values`), so it learns to avoid their region; failed trials are
+  ignored. Pruning itself is Optuna's (``trial.report`` / ``trial.should_prune``, any pruner).
+* One model state per search space is kept between suggestions (warm starts), guarded by a
+  lock, so ``n_jobs > 1`` threads share it safely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.search_space import IntersectionSearchSpace
+from optuna.trial import FrozenTrial, TrialState
+
+from headstart._config import StudyConfig
+from headstart._methods import get_method
+from headstart._strategy import Strategy
+from headstart.exceptions import InvalidSettingError
+from headstart.integrations.optuna_space import space_from_distributions, to_optuna_value
+from headstart.pibo import UserBelief
+from headstart.sources import OptunaSource, resolve_prior_model, resolve_sources
+from headstart.sources._optuna import is_optuna_study
+from headstart.space import SearchSpace
+from headstart.storage import get_storage
+
+_logger = logging.getLogger(__name__)
+PARAMS_KEY = "headstart:params"  # a running trial's relative suggestion, for other workers
+
+
+def _source_distributions(transfer_from: Any) -> dict[str, BaseDistribution]:
+    """The parameters every trial of the Optuna sources has (empty for other sources)."""
+    items = transfer_from if isinstance(transfer_from, list | tuple) else [transfer_from]
+    studies = []
+    for item in items:
+        if isinstance(item, OptunaSource):
+            studies.extend(item.studies())
+        elif is_optuna_study(item):
+            studies.append(item)
+    if not studies:
+        return {}
+    found: dict[str, BaseDistribution] | None = None
+    for study in studies:
+        part = optuna.search_space.intersection_search_space(
+            study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        )
+        found = part if found is None else {k: v for k, v in found.items() if part.get(k) == v}
+    return {k: v for k, v in (found or {}).items() if not v.single()}
+
+
+class HeadstartSampler(BaseSampler):
+    r"""An Optuna sampler that suggests with any headstart method.
+
+    Args:
+        method: ``"gp"`` (default), a transfer method (``"scaml"``, ``"rgpe"``, ``"abrac"``,
+            ``"warmstart"``, ...) with ``transfer_from``, ``"mphd"`` with ``transfer_from`` or
+            ``prior_model``, or ``"random"``.
+        transfer_from: Earlier runs: Optuna studies (``optuna.Study`` objects or
+            ``hs.sources.from_optuna(URL)``), DataFrames (an Optuna ``trials_dataframe()`` as
+            is), CSV files, headstart study names (looked up in ``storage``) or MetaTasks.
+        prior_model: ``method="mphd"``: a pre-trained prior (path, ``PriorModel`` or name).
+        priors: Beliefs for piBO, per parameter: ``{"lr": hs.Normal(1e-3, 1.0)}``,
+            ``{"optimizer": [0.8, 0.2]}`` (weights of a categorical's choices).
+        search_space: Optuna distributions to model before any trial completed (by default the
+            sources' parameters, else the intersection of the completed trials').
+        seed: Seed of every suggestion (and of the independent sampler).
+        n_startup_trials: Initial design size (default: the method's, as in ``create_study``).
+        budget: Planned number of trials (sets the defaults of ``n_startup_trials`` and piBO).
+        independent_sampler: Sampler of parameters outside the modelled space.
+        warn_independent_sampling: Warn once per parameter that is sampled independently.
+        deterministic_objective: The objective is noise-free (the GP interpolates).
+        storage: headstart storage where study names in ``transfer_from`` are looked up and
+            fitted meta-models are cached (default: in memory, fitted once per sampler).
+        **settings: Any other model setting of :func:`headstart.create_study`
+            (``acquisition``, ``kernel``, ``kernel_search``, ``first_trial``, ``ucb_beta``,
+            ``prior_strength``, ``use_priors``, ...).
+
+    Raises:
+        InvalidSettingError: an unknown method or setting (here, not at the first trial).
+    """
+
+    def __init__(
+        self,
+        method: str = "gp",
+        *,
+        transfer_from: Any = None,
+        prior_model: Any = None,
+        priors: Mapping[str, Any] | None = None,
+        search_space: Mapping[str, BaseDistribution] | None = None,
+        seed: int | None = None,
+        n_startup_trials: int | None = None,
+        budget: int | None = None,
+        independent_sampler: BaseSampler | None = None,
+        warn_independent_sampling: bool = True,
+        deterministic_objective: bool = False,
+        storage: Any = None,
+        **settings: Any,
+    ) -> None:
+        fields = {f.name for f in dataclasses.fields(StudyConfig)}
+        internal = {"method", "seed", "n_initial", "budget", "deterministic", "transfer"}
+        internal |= {"prior_model", "heartbeat_interval", "grace_period", "reenqueue_stale"}
+        unknown = sorted(set(settings) - (fields - internal))
+        if unknown:
+            raise InvalidSettingError(
+                f"HeadstartSampler got unknown setting(s) {unknown}; it takes the model settings "
+                f"of create_study: {sorted(fields - internal)}."
+            )
+        spec = get_method(method)
+        if spec.uses_sources and transfer_from is None and prior_model is None:
+            raise InvalidSettingError(
+                f"method={method!r} learns from earlier runs; pass transfer_from=[...] (Optuna "
+                "studies, DataFrames, ...), or use method='gp'."
+            )
+        if transfer_from is not None and not spec.uses_sources:
+            raise InvalidSettingError(
+                f"transfer_from needs a transfer method; method={method!r} ignores it. Use "
+                "method='scaml'."
+            )
+        self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
+        self._config = StudyConfig(
+            method=method,
+            seed=self._seed,
+            n_initial=n_startup_trials,
+            budget=budget,
+            deterministic=deterministic_objective,
+            **settings,
+        )
+        self._method = method
+        self._transfer_from = transfer_from
+        self._prior_model = prior_model
+        self._priors = dict(priors or {})
+        self._given_space = dict(search_space) if search_space is not None else None
+        self._source_space: dict[str, BaseDistribution] | None = None
+        self._storage = get_storage(storage)  # memory unless given: the meta-fit cache
+        self._independent = independent_sampler or RandomSampler(seed=seed)
+        self._warn = warn_independent_sampling
+        self._warned: set[str] = set()
+        self._intersection = IntersectionSearchSpace()
+        self._strategies: dict[str, Strategy] = {}
+        self._lock = threading.RLock()
+
+    # --- Optuna's sampler protocol -------------------------------------------------------------
+    def reseed_rng(self) -> None:
+        self._independent.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        """The completed trials' common parameters; before any, the sources' or the given ones."""
+        self._check_single_objective(study)
+        found = {k: v for k, v in self._intersection.calculate(study).items() if not v.single()}
+        if found:
+            return found
+        if self._given_space is not None:
+            return self._given_space
+        if self._source_space is None:
+            with self._lock:
+                self._source_space = _source_distributions(self._transfer_from)
+        return dict(self._source_space)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        self._check_single_objective(study)
+        with self._lock:  # threads (n_jobs) see each other's suggestions as pending
+            return self._sample(study, trial, search_space)
+
+    def _sample(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        names = sorted(search_space)
+        wanted = set(names)
+        trials = study._get_trials(
+            deepcopy=False,
+            states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING),
+            use_cache=False,
+        )
+        sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
+        done = [t for t in trials if t.state == TrialState.COMPLETE and t.params.keys() >= wanted]
+        completed = [{n: t.params[n] for n in names} for t in done]
+        values = [sign * t.value for t in done]
+        pruned = [t for t in trials if t.state == TrialState.PRUNED and t.params.keys() >= wanted]
+        if pruned and values:
+            completed += [{n: t.params[n] for n in names} for t in pruned]
+            values += pruned_values(pruned, np.asarray(values), sign)
+        pending = []
+        for t in trials:
+            if t.state == TrialState.RUNNING and t.number != trial.number:
+                params = _running_params(t)
+                if all(n in params for n in names):
+                    pending.append({n: params[n] for n in names})
+        strategy = self._strategy(search_space, study)
+        suggestion = strategy.suggest(
+            completed,
+            values,
+            design_index=trial.number,
+            trial_number=trial.number,
+            pending=pending,
+        )
+        out = {n: to_optuna_value(suggestion[n], search_space[n]) for n in names}
+        study._storage.set_trial_system_attr(trial._trial_id, PARAMS_KEY, json.dumps(out))
+        return out
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        if (
+            self._warn
+            and param_name not in self._warned
+            and not param_distribution.single()
+            and study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=True)
+        ):  # before the first completed trial every parameter is sampled independently
+            self._warned.add(param_name)
+            _logger.warning(
+                "HeadstartSampler samples %r with %s: it is not used by every completed trial "
+                "(a conditional parameter), so the model does not cover it.",
+                param_name,
+                type(self._independent).__name__,
+            )
+        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self._independent.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self._independent.after_trial(study, trial, state, values)
+
+    # --- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _check_single_objective(study: optuna.Study) -> None:
+        if len(study.directions) > 1:
+            raise InvalidSettingError(
+                "HeadstartSampler optimizes one objective; this study has "
+                f"{len(study.directions)}. Use Optuna's NSGAIISampler or GPSampler for several."
+            )
+
+    def _strategy(self, search_space: dict[str, BaseDistribution], study: optuna.Study):
+        """The strategy of this search space (built, and its sources fitted, on first use)."""
+        key = repr(sorted(search_space.items()))
+        if key in self._strategies:
+            return self._strategies[key]
+        space = space_from_distributions(search_space, self._priors)
+        direction = "maximize" if study.direction.name == "MAXIMIZE" else "minimize"
+        config = self._config
+        tasks: list = []
+        if config.spec.sources == "any-space":
+            model_key = resolve_prior_model(
+                self._transfer_from, self._prior_model, self._storage, exclude=(), seed=self._seed
+            )
+            config = dataclasses.replace(config, prior_model=model_key)
+        elif self._transfer_from is not None:
+            tasks = resolve_sources(
+                self._transfer_from,
+                space,
+                self._storage,
+                direction=direction,
+                exclude=(study.study_name,),
+            )
+        belief = UserBelief(space) if config.use_priors else None
+        strategy = Strategy(
+            space,
+            config,
+            belief=belief,
+            meta_tasks=tasks,
+            cache=self._storage,
+            state_key=None,
+        )
+        self._strategies[key] = strategy
+        return strategy
+
+    @property
+    def search_space(self) -> SearchSpace | None:
+        """The headstart space of the latest model (``None`` before the first relative sample)."""
+        if not self._strategies:
+            return None
+        return list(self._strategies.values())[-1].space
+
+
+def pruned_values(pruned: Sequence[FrozenTrial], values: np.ndarray, sign: float) -> list[float]:
+    """What a pruned trial tells the model (values in the *maximize* convention).
+
+    A pruner stops a trial it expects not to beat the others, so the model must learn that its
+    region is poor, or it suggests the same point again and again. Each pruned trial enters as
+    its last reported value (Optuna's TPE reads pruned trials that way too) but no better than
+    the median completed value (what the median pruner compares with); without a reported value,
+    as the worst completed value.
+    """
+    median, worst = float(np.median(values)), float(values.min())
+    out = []
+    for t in pruned:
+        if t.intermediate_values:
+            last = t.intermediate_values[max(t.intermediate_values)]
+            out.append(min(sign * last, median) if np.isfinite(last) else worst)
+        else:
+            out.append(worst)
+    return out
+
+
+def _running_params(trial: FrozenTrial) -> dict[str, Any]:
+    """A running trial's suggestion: what it asked so far and what this sampler suggested."""
+    params = {}
+    stored = trial.system_attrs.get(PARAMS_KEY)
+    if stored:
+        params.update(json.loads(stored))
+    params.update(trial.params)
+    return params
+
+
+__all__ = ["HeadstartSampler"]
