@@ -110,7 +110,7 @@ def failing(params: dict) -> float:
 def test_a_failing_evaluation_stores_its_traceback(tmp_path, n_workers):
     study = hs.create_study("f", _space(), storage=f"sqlite:///{tmp_path / 'f.db'}", seed=0)
     with pytest.warns(hs.HeadstartWarning, match="bad x") if n_workers == 1 else _nothing():
-        study.optimize(failing, 2, n_workers=n_workers, show_progress=False)
+        study.optimize(failing, 2, n_workers=n_workers, catch=(ValueError,), show_progress=False)
     for trial in study.trials:
         assert trial.state == "failed" and trial.user_attrs["fail_reason"] == "exception"
         assert "ValueError: bad x" in trial.user_attrs["traceback"]

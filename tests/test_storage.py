@@ -212,13 +212,14 @@ def test_version_1_storage_is_migrated_on_open(tmp_path):
     with sqlite3.connect(path) as conn:  # make it a version-1 storage: no model_cache table
         conn.execute("DROP TABLE model_cache")
         conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")  # added in version 3
+        conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")  # added in version 4
         conn.execute("UPDATE headstart_version SET schema_version = 1")
     store = Storage(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT schema_version FROM headstart_version").fetchall() == [
             (SCHEMA_VERSION,)
         ]
-    assert SCHEMA_VERSION == 3 and store.get_study("kept") == record
+    assert SCHEMA_VERSION == 4 and store.get_study("kept") == record
     store.put_cache("k", "x", {"ok": True})
     assert Storage(f"sqlite:///{path}").get_cache("k") == {"ok": True}
 
@@ -229,6 +230,7 @@ def test_version_2_storage_gains_heartbeats_on_open(tmp_path):
     Storage(f"sqlite:///{path}").create_trial(record.study_id, state="complete", params={}, value=1)
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")
+        conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")
         conn.execute("UPDATE headstart_version SET schema_version = 2")
     store = Storage(f"sqlite:///{path}")
     (trial,) = store.get_trials(record.study_id)
@@ -307,3 +309,29 @@ def test_reading_a_missing_database_creates_nothing(tmp_path):
     with pytest.raises(StorageNotFoundError, match="holds no headstart storage"):
         get_storage(f"sqlite:///{path}", create=False)
     assert _tables(path) == []
+
+
+def test_version_3_storage_gains_study_attributes_on_open(tmp_path):
+    path = tmp_path / "v3.db"
+    record = new_study(Storage(f"sqlite:///{path}"), "kept")
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")
+        conn.execute("UPDATE headstart_version SET schema_version = 3")
+    store = Storage(f"sqlite:///{path}")
+    assert store.get_study("kept").user_attrs == {}
+    store.set_user_attr("dataset", "iris", study_id=record.study_id)
+    assert Storage(f"sqlite:///{path}").get_study("kept").user_attrs == {"dataset": "iris"}
+
+
+def test_user_attributes_are_json_and_refused_otherwise():
+    store = get_storage(None)
+    record = new_study(store)
+    trial = store.create_trial(record.study_id, state="running", params={"x": 0.5})
+    store.set_user_attr("k", [1, {"a": 2}], trial_id=trial.trial_id)
+    with pytest.raises(StorageError, match="must be JSON"):
+        store.set_user_attr("bad", math.nan, trial_id=trial.trial_id)
+    with pytest.raises(StorageError, match="key"):
+        store.set_user_attr(3, 1, trial_id=trial.trial_id)
+    with pytest.raises(UnknownTrialError):
+        store.set_user_attr("k", 1, trial_id=10**6)
+    assert store.get_trial(trial.trial_id).user_attrs == {"k": [1, {"a": 2}]}

@@ -229,7 +229,7 @@ def test_add_trials_is_all_or_nothing():
     assert study.trials == []
 
 
-def test_optimize_records_failures_and_carries_on():
+def test_optimize_records_caught_failures_and_carries_on():
     study = hs.create_study("o", space2(), storage=None, method="random", seed=0)
     calls = iter(range(100))
 
@@ -243,7 +243,7 @@ def test_optimize_records_failures_and_carries_on():
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        study.optimize(flaky, 5, show_progress=False)
+        study.optimize(flaky, 5, catch=(RuntimeError,), show_progress=False)
     states = [t.state for t in study.trials]
     assert states == ["complete", "failed", "failed", "complete", "complete"]
     assert sum(issubclass(w.category, HeadstartWarning) for w in caught) == 2
@@ -350,3 +350,65 @@ def test_two_processes_asking_concurrently(tmp_path):
     assert sorted(numbers) == list(range(20))  # no duplicate ids
     trials = hs.load_study("shared", url).trials
     assert len(trials) == 20 and all(t.state == "complete" for t in trials)  # no lost tells
+
+
+def test_user_attributes_are_stored_and_in_place_changes_refused(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    space = hs.SearchSpace({"x": hs.Float(0, 1)})
+    study = hs.create_study("attrs", space, storage=url, method="random", seed=0)
+    study.set_user_attr("dataset", "iris")
+    trial = study.ask()
+    trial.set_user_attr("epochs", 12)
+    assert trial.user_attrs["epochs"] == 12
+    with pytest.raises(hs.ReadOnlyAttributesError, match="set_user_attr"):
+        trial.user_attrs["k"] = 1  # used to be accepted and silently lost
+    with pytest.raises(hs.ReadOnlyAttributesError):
+        study.user_attrs.update(k=1)
+    study.tell(trial, 0.5)
+    again = hs.load_study("attrs", storage=url)
+    assert again.user_attrs == {"dataset": "iris"}
+    assert again.trials[0].user_attrs["epochs"] == 12
+
+
+def test_optimize_reraises_a_bug_in_the_objective_unless_caught():
+    space = hs.SearchSpace({"x": hs.Float(0, 1)})
+    study = hs.create_study("typo", space, storage=None, method="random", seed=0)
+    with pytest.raises(KeyError, match="'z'"):
+        study.optimize(lambda p: p["z"], n_trials=20, show_progress=False)
+    assert [t.state for t in study.trials] == ["failed"]  # recorded, then raised: 1 trial, not 20
+    with pytest.warns(hs.HeadstartWarning, match="KeyError"):
+        study.optimize(lambda p: p["z"], n_trials=2, catch=(KeyError,), show_progress=False)
+    with pytest.warns(hs.HeadstartWarning, match="finite"):
+        study.optimize(lambda p: float("nan"), n_trials=1, show_progress=False)
+    assert [t.state for t in study.trials] == ["failed"] * 4
+
+
+def test_a_callback_stops_the_run_and_timeout_limits_it():
+    space = hs.SearchSpace({"x": hs.Float(0, 1)})
+    study = hs.create_study("stop", space, storage=None, method="random", seed=0)
+
+    def stop_at_three(s, trial):
+        if trial.number == 2:
+            s.stop()
+
+    study.optimize(lambda p: p["x"], n_trials=10, callbacks=[stop_at_three], show_progress=False)
+    assert len(study.trials) == 3
+    study.optimize(lambda p: p["x"], n_trials=2, show_progress=False)  # stop() lasts one run
+    assert len(study.trials) == 5
+    study.optimize(lambda p: time.sleep(0.2) or p["x"], 50, timeout=0.3, show_progress=False)
+    assert 6 <= len(study.trials) <= 8
+
+
+def test_a_stored_studys_settings_are_never_silently_rewritten(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    space = hs.SearchSpace({"x": hs.Float(0, 1)})
+    first = hs.create_study("r", space, storage=url, n_initial=4)
+    assert hs.create_study("r", space, storage=url, n_initial=4).settings == first.settings
+    with pytest.raises(hs.DuplicatedStudyError, match="n_initial=4 stored, 7 given"):
+        hs.create_study("r", space, storage=url, n_initial=7)
+    with pytest.warns(hs.HeadstartWarning, match="n_initial=4 stored, 7 given"):
+        resumed = hs.create_study("r", space, storage=url, n_initial=7, load_if_exists=True)
+    assert resumed.n_initial == 4 and hs.load_study("r", storage=url).n_initial == 4
+    with pytest.raises(hs.DuplicatedStudyError, match="load_study"):
+        hs.create_study("r", space, storage=url, n_initial=4, load_if_exists=False)
+    assert len(hs.create_study("new", space, storage=url, load_if_exists=False).trials) == 0

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 # Public names are loaded on first use (PEP 562), so `import headstart` and `headstart --help`
 # stay fast: the study layer pulls in NumPy and SQLAlchemy, models pull in torch.
 _EXPORTS = {
+    "ReadOnlyAttributesError": "headstart.exceptions",
     "StorageNotFoundError": "headstart.exceptions",
     "ForeignStorageError": "headstart.exceptions",
     "Beta": "headstart.priors",
@@ -109,6 +110,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         PretrainingDataError,
         PriorDensityError,
         PriorModelError,
+        ReadOnlyAttributesError,
         SearchSpaceError,
         SourceFileError,
         SourceSpaceMismatchError,
@@ -156,6 +158,7 @@ __all__ = [
     "PretrainingDataError",
     "PriorDensityError",
     "PriorModelError",
+    "ReadOnlyAttributesError",
     "SearchSpace",
     "SearchSpaceError",
     "SourceFileError",

@@ -20,7 +20,7 @@ import numpy as np
 from headstart._config import StudyConfig
 from headstart._heartbeat import Heartbeat
 from headstart._strategy import Strategy
-from headstart._trial import Trial, check_value, failure_attrs, rows_from
+from headstart._trial import Trial, UserAttrs, check_value, failure_attrs, rows_from
 from headstart._trial_cache import TrialCache, params_key
 from headstart.exceptions import (
     HeadstartWarning,
@@ -67,6 +67,7 @@ class Study:
                 grace_period=grace_period or self.config.grace_period,
             )
         self._heartbeats: dict[int, Heartbeat] = {}
+        self._stop_requested = False
         self._trial_cache = TrialCache(storage, self._id)
         transfer = self.config.transfer
         if self.config.prior_density and prior_density is None:
@@ -86,6 +87,9 @@ class Study:
             # the creation time tells apart a study that reuses a deleted one's id
             state_key=f"surrogate-state/{self._id}/{record.created_at.isoformat()}",
         )
+
+    def _trial(self, record: TrialRecord) -> Trial:
+        return Trial._from_record(record, self._storage)
 
     def __repr__(self) -> str:
         return f"Study(name={self.name!r}, direction={self.direction!r}, storage={self._storage.url!r})"
@@ -163,7 +167,7 @@ class Study:
         if any(r.state == TrialState.WAITING for r in unfinished):
             claimed = self._storage.claim_waiting_trial(self._id, heartbeat=beats)
             if claimed is not None:  # atomic: one worker gets it
-                return self._started(Trial._from_record(claimed))
+                return self._started(self._trial(claimed))
         reserved = self._storage.create_trial(
             self._id, state=TrialState.RUNNING, params={}, source="ask", heartbeat=beats
         )
@@ -217,7 +221,7 @@ class Study:
                 after_number=self._trial_cache.max_number,
                 recheck_ids=[r.trial_id for r in unfinished],  # may have got params since
             ):
-                return Trial._from_record(self._storage.get_trial(reserved.trial_id))
+                return self._trial(self._storage.get_trial(reserved.trial_id))
             refused.append(params)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -274,7 +278,7 @@ class Study:
         finished = self._storage.finish_trial(
             record.trial_id, state=state, value=checked, user_attrs=user_attrs
         )
-        return Trial._from_record(finished)
+        return self._trial(finished)
 
     def optimize(
         self,
@@ -285,13 +289,15 @@ class Study:
         callbacks: Sequence[Callable[[Study, Trial], None]] = (),
         n_workers: int | Any = 1,
         show_progress: bool = True,
-        catch: tuple[type[BaseException], ...] = (Exception,),
+        catch: tuple[type[BaseException], ...] = (),
     ) -> Study:
         """Run ``n_trials`` evaluations of ``func(params) -> value``.
 
-        An evaluation that raises one of ``catch`` (or returns NaN, inf or a non-number) is
-        recorded as a failed trial with a warning, and the study carries on. Completed trials are
-        committed one by one, so an interrupted run loses at most the trial in flight.
+        An evaluation that raises is recorded as a failed trial (with its traceback) and the
+        exception is re-raised, as in Optuna, unless it is one of ``catch``: then a warning is
+        issued and the study carries on. A NaN, inf or non-number value is a failed trial with a
+        warning. Completed trials are committed one by one, so an interrupted run loses at most
+        the trial in flight. A callback may call :meth:`stop` to end the run early.
 
         Args:
             func: The objective; receives the configuration dict.
@@ -305,7 +311,9 @@ class Study:
                 a file or a server reachable from them, and ``func`` must be a module-level
                 function.
             show_progress: Show a rich progress bar (trials, best value) on stderr.
-            catch: Exceptions recorded as failed trials instead of stopping the run.
+            catch: Exception types recorded as failed trials (with a warning) instead of
+                stopping the run, e.g. ``catch=(ValueError,)``; default none: every exception
+                of ``func`` is re-raised after its trial is recorded as failed.
         """
         if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 0:
             raise InvalidSettingError(f"n_trials must be a non-negative integer; got {n_trials!r}.")
@@ -335,29 +343,56 @@ class Study:
         from headstart._progress import TrialProgress
 
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._stop_requested = False
         with TrialProgress(n_trials, self, enabled=show_progress) as progress:
             for _ in range(n_trials):
                 if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if self._stop_requested:
                     break
                 trial = self._evaluate(func, catch)
                 for callback in callbacks:
                     callback(self, trial)
                 progress.advance(trial.value, trial.user_attrs.get("seconds_suggest"))
+        self._stop_requested = False
         return self
+
+    def stop(self) -> None:
+        """End the running :meth:`optimize` after the current trial (call it from a callback).
+
+        With ``n_workers > 1`` callbacks run in the worker processes, so ``stop()`` ends the
+        worker whose callback called it.
+        """
+        self._stop_requested = True
 
     def _evaluate(
         self, func: Callable[[dict[str, Any]], float], catch: tuple[type[BaseException], ...]
     ) -> Trial:
         trial = self.ask()
         try:
-            value = check_value(func(trial.params))
+            raw = func(trial.params)
         except catch as e:
             warnings.warn(f"Trial {trial.number} failed: {e!r}", HeadstartWarning, stacklevel=3)
             return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
         except BaseException as e:
             self._tell(trial, failed=True, user_attrs=failure_attrs(e))
             raise
+        try:
+            value = check_value(raw)
+        except InvalidValueError as e:  # as Optuna: a NaN / non-number is a failed trial
+            warnings.warn(f"Trial {trial.number} failed: {e}", HeadstartWarning, stacklevel=3)
+            return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
         return self.tell(trial, value)
+
+    # --- user attributes ---------------------------------------------------------------------------
+    @property
+    def user_attrs(self) -> dict[str, Any]:
+        """The study's user attributes as stored (read-only; see :meth:`set_user_attr`)."""
+        return UserAttrs(self._storage.get_study_by_id(self._id).user_attrs)
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        """Store a study attribute (any JSON value), e.g. the dataset or code version tuned."""
+        self._storage.set_user_attr(key, value, study_id=self._id)
 
     # --- user-provided configurations ------------------------------------------------------------
     def enqueue(self, params: Mapping[str, Any], *, skip_if_exists: bool = False) -> Trial:
@@ -370,11 +405,11 @@ class Study:
         if skip_if_exists:
             for record in self._storage.get_trials(self._id):
                 if record.params == params:
-                    return Trial._from_record(record)
+                    return self._trial(record)
         record = self._storage.create_trial(
             self._id, state=TrialState.WAITING, params=params, source="enqueue"
         )
-        return Trial._from_record(record)
+        return self._trial(record)
 
     def add_trials(self, trials: Iterable[Any]) -> list[Trial]:
         """Import finished evaluations; they count toward the initial design, not on top of it.
@@ -403,13 +438,13 @@ class Study:
             except (InvalidValueError, SearchSpaceError, ValueError) as e:
                 raise type(e)(f"Row {i} of add_trials: {e}") from e
         records = self._storage.create_trials(self._id, prepared)
-        return [Trial._from_record(r) for r in records]
+        return [self._trial(r) for r in records]
 
     # --- results -----------------------------------------------------------------------------------
     @property
     def trials(self) -> list[Trial]:
         """All trials, ordered by number."""
-        return [Trial._from_record(r) for r in self._storage.get_trials(self._id)]
+        return [self._trial(r) for r in self._storage.get_trials(self._id)]
 
     @property
     def best_trial(self) -> Trial:
@@ -420,7 +455,7 @@ class Study:
                 f"Study {self.name!r} has no completed trial yet; tell a value first."
             )
         best = max(done, key=lambda r: self._to_max(r.value))
-        return Trial._from_record(best)
+        return self._trial(best)
 
     @property
     def best_value(self) -> float:

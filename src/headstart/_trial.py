@@ -19,18 +19,40 @@ import numpy as np
 
 from headstart.exceptions import (
     InvalidParamsError,
+    InvalidSettingError,
     InvalidValueError,
+    ReadOnlyAttributesError,
 )
 from headstart.sources._tables import is_complete_state, is_export_column
 from headstart.storage import TrialRecord, TrialState
 
 if TYPE_CHECKING:
-    pass
+    from headstart.storage.sql import Storage
+
+
+class UserAttrs(dict):
+    """A trial's or study's user attributes as read: a dict that refuses to be changed in place.
+
+    Changing the copy would be silently lost; ``set_user_attr(key, value)`` stores the change.
+    """
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
+        raise ReadOnlyAttributesError(
+            "user_attrs is a read-only copy of what is stored; use set_user_attr(key, value), "
+            "which stores the attribute at once (trial.set_user_attr or study.set_user_attr)."
+        )
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
 class Trial:
-    """One evaluation of the objective: its configuration and, once told, its result."""
+    """One evaluation of the objective: its configuration and, once told, its result.
+
+    ``user_attrs`` is read-only; :meth:`set_user_attr` stores an attribute (any JSON value) at
+    once, also from another process while the trial runs.
+    """
 
     number: int
     params: dict[str, Any]
@@ -39,11 +61,22 @@ class Trial:
     source: str = "ask"
     created_at: datetime | None = None
     finished_at: datetime | None = None
-    user_attrs: dict[str, Any] = field(default_factory=dict)
+    user_attrs: dict[str, Any] = field(default_factory=UserAttrs)
     trial_id: int = -1
+    _storage: Storage | None = field(default=None, repr=False, compare=False)
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        """Store ``user_attrs[key] = value`` (JSON values: numbers, strings, lists, dicts)."""
+        if self._storage is None:
+            raise InvalidSettingError(
+                f"Trial {self.number} is not attached to a storage; set attributes on the trials "
+                "a study returns (study.ask(), study.trials)."
+            )
+        self._storage.set_user_attr(key, value, trial_id=self.trial_id)
+        dict.__setitem__(self.user_attrs, key, value)
 
     @classmethod
-    def _from_record(cls, r: TrialRecord) -> Trial:
+    def _from_record(cls, r: TrialRecord, storage: Storage | None = None) -> Trial:
         return cls(
             number=r.number,
             params=dict(r.params),
@@ -52,8 +85,9 @@ class Trial:
             source=r.source,
             created_at=r.created_at,
             finished_at=r.finished_at,
-            user_attrs=dict(r.user_attrs),
+            user_attrs=UserAttrs(r.user_attrs),
             trial_id=r.trial_id,
+            _storage=storage,
         )
 
 
@@ -134,4 +168,4 @@ def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
     return rows
 
 
-__all__ = ["Trial", "check_value", "failure_attrs", "rows_from"]
+__all__ = ["Trial", "UserAttrs", "check_value", "failure_attrs", "rows_from"]

@@ -48,6 +48,10 @@ class TrialAlreadyFinishedError(HeadstartError, RuntimeError):
     """A trial that is already complete or failed was told a second time."""
 
 
+class ReadOnlyAttributesError(HeadstartError, TypeError):
+    """``user_attrs`` was changed in place; ``set_user_attr(key, value)`` stores an attribute."""
+
+
 class NoCompletedTrialsError(HeadstartError, ValueError):
     """An operation needs at least one completed trial, and the study has none."""
 
@@ -168,6 +172,7 @@ __all__ = [
     "NumericsWarning",
     "PretrainingDataError",
     "PriorModelError",
+    "ReadOnlyAttributesError",
     "SearchSpaceError",
     "SourceFileError",
     "SourceSpaceMismatchError",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from headstart._study import Study
 from headstart._trial import Trial, check_value
 from headstart.exceptions import (
     DuplicatedStudyError,
+    HeadstartWarning,
     InvalidSettingError,
     UnknownStudyError,
 )
@@ -107,6 +109,7 @@ def create_study(
     heartbeat_interval: float | None = None,
     grace_period: float | None = None,
     reenqueue_stale: bool = False,
+    load_if_exists: bool | None = None,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -172,9 +175,15 @@ def create_study(
             failed by the next ``ask`` of any worker once ``grace_period`` passed.
         grace_period: Seconds without a heartbeat before that (default ``2 x interval``).
         reenqueue_stale: Enqueue such a trial's configuration again, once.
+        load_if_exists: What to do when a study of this name exists. ``None`` (default):
+            resume it if its space, direction and settings are the ones given (a script run
+            again), else raise. ``True`` (Optuna's): resume it with its *stored* settings; the
+            settings given that differ are named in a warning and not stored. ``False``: raise.
 
     Raises:
-        DuplicatedStudyError: a study with this name exists with another space or direction.
+        DuplicatedStudyError: a study with this name exists with another space, direction,
+            method or (unless ``load_if_exists=True``) settings; or at all, with
+            ``load_if_exists=False``. A stored study's settings are never rewritten.
     """
     if not isinstance(name, str) or not name.strip():
         raise InvalidSettingError(f"Study name must be a non-empty string; got {name!r}.")
@@ -219,7 +228,13 @@ def create_study(
     spec = get_method(method)
     store = get_storage(storage)
     with contextlib.suppress(UnknownStudyError):  # refuse a bad resume before storing anything
-        _check_resumable(store.get_study(name), store, space, direction, method)
+        existing = store.get_study(name)
+        if load_if_exists is False:
+            raise DuplicatedStudyError(
+                f"Study {name!r} already exists in {store.url}. Open it with load_study({name!r}) "
+                "(or load_if_exists=True), or choose another name."
+            )
+        _check_resumable(existing, store, space, direction, method)
     if spec.sources == "any-space":
         key = resolve_prior_model(
             transfer_from, prior_model, store, exclude=(name,), seed=config.seed
@@ -249,12 +264,39 @@ def create_study(
             name, direction=direction, space=space.to_json(), settings=settings
         )
     except DuplicatedStudyError:  # it exists (or another process created it just now): resume
+        if load_if_exists is False:
+            raise
         record = store.get_study(name)
         _check_resumable(record, store, space, direction, method)
         if seed is None:  # resuming without an explicit seed keeps the stored one
             settings["seed"] = record.settings.get("seed", drawn_seed)
-        store.update_study_settings(record.study_id, settings)
+        _check_settings(record, settings, keep_stored=bool(load_if_exists))
     return Study(store, record.study_id, prior_density)
+
+
+def _check_settings(record, settings: dict, *, keep_stored: bool) -> None:
+    """Refuse (or, with ``keep_stored``, warn about) settings that differ from the stored ones."""
+    stored = record.settings
+    diffs = [
+        f"{k}={stored.get(k)!r} stored, {settings.get(k)!r} given"
+        for k in sorted(set(stored) | set(settings))
+        if stored.get(k) != settings.get(k)
+    ]
+    if not diffs:
+        return
+    if keep_stored:
+        warnings.warn(
+            f"Study {record.name!r} resumes with its stored settings; these given ones are "
+            f"ignored: {'; '.join(diffs)}.",
+            HeadstartWarning,
+            stacklevel=3,
+        )
+        return
+    raise DuplicatedStudyError(
+        f"Study {record.name!r} already exists with other settings ({'; '.join(diffs)}). Pass "
+        "the stored settings, resume it as stored with load_if_exists=True (or load_study), or "
+        "choose another name."
+    )
 
 
 def load_study(

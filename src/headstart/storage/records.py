@@ -31,6 +31,7 @@ class StudyRecord:
     space: dict[str, Any]
     settings: dict[str, Any]
     created_at: datetime
+    user_attrs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

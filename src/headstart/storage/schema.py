@@ -2,7 +2,8 @@ r"""The SQL schema (SQLAlchemy Core). Bump :data:`SCHEMA_VERSION` whenever a tab
 
 * ``headstart_version(schema_version)`` - one row; a storage written by another schema version
   is refused with :class:`~headstart.exceptions.StorageVersionError` instead of misread.
-* ``studies`` - name (unique), direction, search space and settings as JSON text, creation time.
+* ``studies`` - name (unique), direction, search space and settings as JSON text, creation time,
+  and the user's attributes as JSON text (``user_attrs_json``, added in version 4).
 * ``trials`` - one row per trial; ``(study_id, number)`` is unique, so two writers can never
   create the same trial number, whatever the backend. ``heartbeat_at`` (added in version 3) is
   the last sign of life of a running trial's worker, for studies with heartbeats.
@@ -33,7 +34,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -52,6 +53,7 @@ studies_table = Table(
     Column("space_json", Text, nullable=False),
     Column("settings_json", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
+    Column("user_attrs_json", Text, nullable=True),  # added in version 4 (NULL: none)
 )
 
 trials_table = Table(
@@ -95,6 +97,14 @@ def _add_heartbeat(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE trials ADD COLUMN heartbeat_at VARCHAR(40)")
 
 
+def _add_study_user_attrs(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE studies ADD COLUMN user_attrs_json TEXT")
+
+
 #: ``MIGRATIONS[v]`` upgrades a version-``v`` storage to version ``v + 1`` inside the open
 #: transaction (DDL is transactional on SQLite and PostgreSQL, so a failed step leaves no trace).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_model_cache, 2: _add_heartbeat}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _add_model_cache,
+    2: _add_heartbeat,
+    3: _add_study_user_attrs,
+}

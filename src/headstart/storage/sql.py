@@ -351,6 +351,7 @@ class Storage:
             space=json.loads(row.space_json),
             settings=json.loads(row.settings_json),
             created_at=_time(row.created_at),
+            user_attrs=json.loads(getattr(row, "user_attrs_json", None) or "{}"),
         )
 
     @staticmethod
@@ -473,15 +474,44 @@ class Storage:
         query = select(studies_table).order_by(studies_table.c.study_id)
         return self._read(lambda conn: [self._study(r) for r in conn.execute(query)])
 
-    def update_study_settings(self, study_id: int, settings: dict) -> None:
-        settings_json = _dumps(settings)
-        self._write(
-            lambda conn: conn.execute(
-                studies_table.update()
-                .where(studies_table.c.study_id == study_id)
-                .values(settings_json=settings_json)
-            )
+    def set_user_attr(
+        self, key: str, value: Any, *, study_id: int | None = None, trial_id: int | None = None
+    ) -> None:
+        """Set one user attribute of a study or a trial (read, update, write: one transaction).
+
+        Raises:
+            StorageError: ``value`` is not JSON (NaN, objects ...) or ``key`` is not a string.
+        """
+        if not isinstance(key, str) or not key:
+            raise StorageError(f"A user attribute's key must be a non-empty string; got {key!r}.")
+        try:
+            _dumps(value)
+        except (TypeError, ValueError) as e:
+            raise StorageError(
+                f"User attribute {key!r} must be JSON (numbers, strings, lists, dicts); "
+                f"{value!r} is not ({e})."
+            ) from e
+        table, column, row_id = (
+            (trials_table, trials_table.c.trial_id, trial_id)
+            if trial_id is not None
+            else (studies_table, studies_table.c.study_id, study_id)
         )
+
+        def update(conn: Connection) -> None:
+            found = conn.execute(
+                select(table.c.user_attrs_json).where(column == row_id).with_for_update()
+            ).first()
+            if found is None:
+                what = "trial" if trial_id is not None else "study"
+                raise (UnknownTrialError if trial_id is not None else UnknownStudyError)(
+                    f"No {what} with id {row_id} in {self.url!r}; it was deleted."
+                )
+            attrs = {**json.loads(found[0] or "{}"), key: value}
+            conn.execute(
+                table.update().where(column == row_id).values(user_attrs_json=_dumps(attrs))
+            )
+
+        self._write(update)
 
     def delete_study(self, name: str) -> None:
         """Delete a study and its trials in one transaction."""
