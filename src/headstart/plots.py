@@ -1,4 +1,17 @@
-"""Plots a person would rather look at than a table: convergence, and piBO's prior slices."""
+"""Plots a person would rather look at than a table.
+
+Every function returns a matplotlib ``Figure`` (shown inline by notebooks) and, given ``path``,
+also saves it there. Log-scaled parameters are drawn on log axes, categorical ones at their
+choices.
+
+* :func:`plot_convergence` - values and best so far per trial;
+* :func:`plot_importance` - GP/Sobol total-effect importance (:mod:`headstart.importance`);
+* :func:`plot_slice` - the objective against each parameter;
+* :func:`plot_contour` - the GP's mean over two parameters, with the trials;
+* :func:`plot_parallel_coordinates` - every trial as a line across the parameters;
+* :func:`plot_prior_vs_observed` - each user prior against where the trials went;
+* :func:`plot_prior_slice` - piBO's prior and acquisition on a slice.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +21,18 @@ from typing import Any
 _LOG_RANGE = 30.0  # heat maps of log acquisitions show the top 30 nats
 
 
-def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = None) -> Path:
-    """Save a convergence plot: every completed value and the best value so far, per trial.
+def _save(fig: Any, path: str | Path | None) -> Any:
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    return fig
+
+
+def plot_convergence(study: Any, path: str | Path | None = None, *, optimum: float | None = None):
+    """Every completed value and the best value so far, per trial (a ``Figure``).
 
     With a known ``optimum`` the y axis shows the simple regret ``best - optimum`` on a log scale.
-    Returns the path written.
     """
     from matplotlib.figure import Figure
 
@@ -56,10 +76,7 @@ def plot_convergence(study: Any, path: str | Path, *, optimum: float | None = No
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return _save(fig, path)
 
 
 def plot_prior_slice(
@@ -186,3 +203,249 @@ def plot_kernel_fit(result: Any, X: Any, y: Any, path: str | Path, *, target: st
     path = Path(path)
     fig.savefig(path)
     return path
+
+
+# --- the study's landscape ---------------------------------------------------------------------------
+def _completed(study: Any) -> list:
+    from headstart.exceptions import NoCompletedTrialsError
+
+    done = [t for t in study.trials if t.state == "complete"]
+    if not done:
+        raise NoCompletedTrialsError(f"Study {study.name!r} has no completed trial to plot.")
+    return done
+
+
+def _is_log(param: Any) -> bool:
+    return bool(getattr(param, "log", False))
+
+
+def _is_categorical(param: Any) -> bool:
+    return hasattr(param, "choices")
+
+
+def _positions(param: Any, values: list) -> tuple[list, list | None]:
+    """Axis positions of ``values`` and, for a categorical parameter, its tick labels."""
+    if _is_categorical(param):
+        labels = [str(c) for c in param.choices]
+        return [param.index(v) for v in values], labels
+    return [float(v) for v in values], None
+
+
+def _set_axis(ax: Any, param: Any, which: str = "x") -> None:
+    if _is_categorical(param):
+        labels = [str(c) for c in param.choices]
+        getattr(ax, f"set_{which}ticks")(range(len(labels)), labels, rotation=30, fontsize=7)
+    elif _is_log(param):
+        from matplotlib.ticker import NullFormatter
+
+        getattr(ax, f"set_{which}scale")("log")
+        getattr(ax, f"{which}axis").set_minor_formatter(NullFormatter())
+
+
+def _free(study: Any, params: list[str] | None) -> list[str]:
+    from headstart.exceptions import InvalidSettingError
+
+    free = [c.name for c in study.space.columns]
+    if params is None:
+        return free
+    for name in params:
+        if name not in free:
+            raise InvalidSettingError(
+                f"Study {study.name!r} has no free parameter {name!r}; choose from {free}."
+            )
+    return list(params)
+
+
+def plot_importance(study: Any, path: str | Path | None = None):
+    """A bar per parameter: its share of the GP's total-effect variance (:mod:`~headstart.importance`)."""
+    from matplotlib.figure import Figure
+
+    from headstart.importance import parameter_importance
+
+    shares = parameter_importance(study)
+    fig = Figure(figsize=(6.4, 0.5 + 0.45 * len(shares)), dpi=110)
+    ax = fig.subplots()
+    names = list(shares)[::-1]
+    ax.barh(names, [shares[n] for n in names], color="tab:blue")
+    ax.set_xlabel("importance (share of total-effect Sobol indices of the GP mean)")
+    ax.set_xlim(0, 1)
+    ax.set_title(f"{study.name}: parameter importance")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_slice(study: Any, params: list[str] | None = None, path: str | Path | None = None):
+    """The objective value of every completed trial against each parameter (one panel each)."""
+    from matplotlib.figure import Figure
+
+    done = _completed(study)
+    names = _free(study, params)
+    cols = min(3, len(names))
+    rows = -(-len(names) // cols)
+    fig = Figure(figsize=(4.0 * cols + 1.0, 3.4 * rows + 0.4), dpi=110, layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    numbers = [t.number for t in done]
+    for ax, name in zip(axes, names, strict=False):
+        param = study.space[name]
+        x, _ = _positions(param, [t.params[name] for t in done])
+        points = ax.scatter(x, [t.value for t in done], c=numbers, cmap="viridis", s=16)
+        _set_axis(ax, param)
+        ax.set_xlabel(name + (" (log)" if _is_log(param) else ""))
+        ax.set_ylabel("objective value")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(names) :]:
+        ax.set_visible(False)
+    fig.colorbar(points, ax=list(axes[: len(names)]), label="trial number", shrink=0.8)
+    fig.suptitle(f"{study.name}: slices")
+    return _save(fig, path)
+
+
+def plot_contour(
+    study: Any,
+    x: str | None = None,
+    y: str | None = None,
+    path: str | Path | None = None,
+    *,
+    points: int = 60,
+):
+    """The GP's posterior mean over ``x`` and ``y`` (the other parameters at the best trial's
+    values) with the completed trials on top; default: the two most important parameters."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from headstart.exceptions import InvalidSettingError
+    from headstart.importance import fit_mean, parameter_importance
+
+    done = _completed(study)
+    free = [c.name for c in study.space.columns]
+    if len(free) < 2:
+        raise InvalidSettingError(f"A contour needs 2 free parameters; {study.name!r} has {free}.")
+    if x is None or y is None:
+        ranked = list(parameter_importance(study))
+        x = x or next(n for n in ranked if n != y)
+        y = y or next(n for n in ranked if n != x)
+    _free(study, [x, y])
+    sign = -1.0 if study.direction == "minimize" else 1.0
+    mean = fit_mean(study.space, [t.params for t in done], [sign * t.value for t in done])
+    space = study.space
+    i, j = free.index(x), free.index(y)
+    axes_u = []
+    for k in (i, j):
+        grid = space.columns[k].grid
+        axes_u.append(np.asarray(grid) if grid is not None else np.linspace(0, 1, points))
+    gu, gv = np.meshgrid(*axes_u, indexing="ij")
+    best = space.encode([study.best_params])[0]
+    U = np.repeat(best[None, :], gu.size, axis=0)
+    U[:, i], U[:, j] = gu.ravel(), gv.ravel()
+    Z = sign * mean(U).reshape(gu.shape)
+    decoded = space.decode(U)
+    px, _ = _positions(space[x], [c[x] for c in decoded])
+    py, _ = _positions(space[y], [c[y] for c in decoded])
+    fig = Figure(figsize=(6.4, 5.0), dpi=110)
+    ax = fig.subplots()
+    mesh = ax.contourf(
+        np.reshape(px, gu.shape), np.reshape(py, gu.shape), Z, levels=20, cmap="viridis_r"
+    )
+    tx, _ = _positions(space[x], [t.params[x] for t in done])
+    ty, _ = _positions(space[y], [t.params[y] for t in done])
+    ax.scatter(tx, ty, c="white", edgecolors="black", s=18, label="trials")
+    _set_axis(ax, space[x], "x")
+    _set_axis(ax, space[y], "y")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    fig.colorbar(mesh, ax=ax, label="GP mean of the objective")
+    ax.set_title(f"{study.name}: {y} vs {x} (others at the best trial)")
+    ax.legend(loc="best", fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_parallel_coordinates(
+    study: Any, params: list[str] | None = None, path: str | Path | None = None
+):
+    """Every completed trial as a line through its parameters (log ones in log space), colored
+    by value; the best trial is drawn thick."""
+    import math
+
+    from matplotlib import cm, colors
+    from matplotlib.figure import Figure
+
+    done = _completed(study)
+    names = _free(study, params)
+
+    def scaled(name: str, value: Any) -> float:
+        param = study.space[name]
+        if _is_categorical(param):
+            return param.index(value) / max(len(param.choices) - 1, 1)
+        low, high, v = float(param.low), float(param.high), float(value)
+        if _is_log(param):
+            low, high, v = math.log(low), math.log(high), math.log(v)
+        return (v - low) / (high - low) if high > low else 0.5
+
+    values = [t.value for t in done]
+    norm = colors.Normalize(min(values), max(values))
+    cmap = cm.viridis_r if study.direction == "minimize" else cm.viridis
+    fig = Figure(figsize=(1.6 * len(names) + 2.5, 4.2), dpi=110)
+    ax = fig.subplots()
+    best = study.best_trial.number
+    for t in sorted(done, key=lambda t: t.number == best):
+        ys = [scaled(n, t.params[n]) for n in names]
+        thick = t.number == best
+        ax.plot(range(len(names)), ys, color=cmap(norm(t.value)), lw=3 if thick else 0.8)
+    ax.set_xticks(
+        range(len(names)), [n + (" (log)" if _is_log(study.space[n]) else "") for n in names]
+    )
+    for k, n in enumerate(names):
+        param = study.space[n]
+        ends = (
+            [str(c) for c in (param.choices[0], param.choices[-1])]
+            if _is_categorical(param)
+            else [f"{param.low:.3g}", f"{param.high:.3g}"]
+        )
+        ax.annotate(ends[0], (k, 0), xytext=(2, -10), textcoords="offset points", fontsize=6)
+        ax.annotate(ends[1], (k, 1), xytext=(2, 4), textcoords="offset points", fontsize=6)
+        ax.axvline(k, color="grey", lw=0.5)
+    ax.set_yticks([])
+    fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="objective value")
+    ax.set_title(f"{study.name}: parallel coordinates (thick: best trial)")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_prior_vs_observed(study: Any, path: str | Path | None = None):
+    """For each parameter with a user prior: the prior's density and where the trials went.
+
+    Returns ``None`` when no parameter carries a prior.
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from headstart.priors import Uniform
+
+    space = study.space
+    done = [t for t in study.trials if t.state == "complete"]
+    with_prior = [
+        (i, c.name)
+        for i, c in enumerate(space.columns)
+        if getattr(space[c.name], "weights", None) is not None
+        or not isinstance(getattr(space[c.name], "prior", Uniform()), Uniform)
+    ]
+    if not with_prior:
+        return None
+    fig = Figure(figsize=(4.0 * len(with_prior), 3.2), dpi=110)
+    axes = fig.subplots(1, len(with_prior), squeeze=False).ravel()
+    u = np.linspace(0.0005, 0.9995, 400)
+    for ax, (i, name) in zip(axes, with_prior, strict=True):
+        U = np.full((u.size, space.dim), 0.5)  # the joint prior is a product: this is its factor
+        U[:, i] = u
+        density = np.exp(space.prior_log_pdf(U))
+        density /= np.trapezoid(density, u)
+        observed = space.encode([t.params for t in done])[:, i] if done else np.zeros(0)
+        ax.hist(observed, bins=20, range=(0, 1), density=True, alpha=0.5, label="trials")
+        ax.plot(u, density, lw=2, label="prior density")
+        log = ", log scale" if _is_log(space[name]) else ""
+        ax.set_xlabel(f"{name} (0 = low, 1 = high{log})")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{study.name}: user priors vs where the trials went")
+    fig.tight_layout()
+    return _save(fig, path)

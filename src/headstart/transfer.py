@@ -131,8 +131,9 @@ class TransferReport:
             "summary": self.summary(),
         }
 
-    def plot(self, path: str | Path, top: int = 30) -> Path:
-        """Save a horizontal bar plot of the ``top`` largest weights to ``path`` (PNG)."""
+    def plot(self, path: str | Path | None = None, top: int = 30):
+        """A horizontal bar plot of the ``top`` largest weights (a ``Figure``; saved to ``path``
+        when given)."""
         from matplotlib.figure import Figure
 
         ranked = self.ranked()[:top]
@@ -147,7 +148,8 @@ class TransferReport:
             title += f"\nresidual variance {self.residual_variance:.3g}"
         ax.set_title(title, fontsize=10)
         fig.tight_layout()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-        return path
+        if path is not None:
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=120)
+        return fig

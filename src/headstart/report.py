@@ -1,0 +1,143 @@
+r"""One self-contained HTML report of a study: ``headstart report STUDY -o report.html``.
+
+Everything is inside the file (figures as base64 PNG, inline CSS, a few lines of inline script),
+so it opens offline, can be mailed, and needs no server. Sections, where they apply:
+
+* summary: direction, trial counts by state, method and storage;
+* best configuration (a table) and the convergence curve;
+* parameter importance (:mod:`headstart.importance`), slices, contour of the two most important
+  parameters and parallel coordinates (:mod:`headstart.plots`);
+* transfer studies: each source's learned weight;
+* user priors: each prior against where the trials went.
+
+The inline script marks ``<body data-rendered="k/n">`` once the page loaded (``k`` of the ``n``
+figures decoded) and counts script errors in ``data-errors``: what the headless-browser test reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from headstart import plots
+from headstart.exceptions import HeadstartError
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; } td, th { padding: 0.25em 0.8em; border: 1px solid #ddd; }
+th { background: #f4f4f4; text-align: left; } img { max-width: 100%; }
+.note { color: #666; font-size: 0.9em; }
+"""
+_SCRIPT = """
+document.body.dataset.errors = "0";
+window.addEventListener("error", function () {
+  document.body.dataset.errors = String(Number(document.body.dataset.errors) + 1);
+});
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var ok = images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  document.body.dataset.rendered = ok + "/" + images.length;
+});
+"""
+
+
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure(title: str, fig: Any, note: str = "") -> str:
+    tail = f'<p class="note">{html.escape(note)}</p>' if note else ""
+    return (
+        f"<h2>{html.escape(title)}</h2>"
+        f'<img alt="{html.escape(title)}" src="data:image/png;base64,{_png(fig)}">{tail}'
+    )
+
+
+def _table(rows: list[tuple[str, Any]], head: tuple[str, str]) -> str:
+    cells = "".join(
+        f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows
+    )
+    return f"<table><tr><th>{head[0]}</th><th>{head[1]}</th></tr>{cells}</table>"
+
+
+def _sections(study: Any) -> list[str]:
+    trials = study.trials
+    done = [t for t in trials if t.state == "complete"]
+    counts = {s: sum(t.state == s for t in trials) for s in ("complete", "running", "failed")}
+    out = [
+        _table(
+            [
+                ("direction", study.direction),
+                ("method", study.settings.get("method", "gp")),
+                ("trials", ", ".join(f"{v} {k}" for k, v in counts.items())),
+                ("storage", "in memory" if "memory" in study.storage.url else study.storage.url),
+            ],
+            ("study", study.name),
+        )
+    ]
+    if not done:
+        return [*out, "<p>No completed trial yet: nothing to plot.</p>"]
+    best = study.best_trial
+    out.append("<h2>Best configuration</h2>")
+    out.append(
+        _table(
+            [("trial", best.number), ("value", f"{best.value:.6g}"), *best.params.items()],
+            ("", ""),
+        )
+    )
+    out.append(_figure("Convergence", plots.plot_convergence(study)))
+    free = [c.name for c in study.space.columns]
+    if len(done) >= 3 and free:
+        out.append(
+            _figure(
+                "Parameter importance",
+                plots.plot_importance(study),
+                "Total-effect Sobol indices of a GP fitted to the completed trials, as shares "
+                "(see headstart.importance).",
+            )
+        )
+    if free:
+        out.append(_figure("Slices", plots.plot_slice(study)))
+    if len(done) >= 3 and len(free) >= 2:
+        out.append(_figure("Contour (GP mean)", plots.plot_contour(study)))
+    if free:
+        out.append(_figure("Parallel coordinates", plots.plot_parallel_coordinates(study)))
+    spec = study.config.spec
+    if spec.uses_sources and not spec.warm_start:
+        try:
+            weights = study.transfer_report()
+        except HeadstartError as e:  # e.g. a model that cannot be conditioned yet
+            out.append(f"<p>Transfer weights unavailable: {html.escape(str(e))}</p>")
+        else:
+            out.append(_figure("Transfer: source weights", weights.plot(), weights.summary()))
+    prior = plots.plot_prior_vs_observed(study)
+    if prior is not None:
+        out.append(_figure("User priors vs observed", prior))
+    return out
+
+
+def write_report(study: Any, path: str | Path) -> Path:
+    """Write ``study``'s self-contained HTML report to ``path`` and return the path."""
+    body = "\n".join(_sections(study))
+    title = html.escape(f"headstart report: {study.name}")
+    settings = html.escape(json.dumps(study.settings, default=str))
+    text = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{_STYLE}</style></head><body><h1>{title}</h1>{body}"
+        f'<h2>Settings</h2><pre class="note">{settings}</pre>'
+        f"<script>{_SCRIPT}</script></body></html>\n"
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+__all__ = ["write_report"]
