@@ -60,9 +60,9 @@ def test_studies_list_show_export_delete(tmp_path, storage):
     assert csv.stdout.splitlines()[0].startswith("number,state,value,source,params_x,params_c")
     assert len(csv.stdout.splitlines()) == 5
     as_json = json.loads(
-        run("studies", "export", "s1", "--json", storage=storage, cwd=tmp_path).stdout
+        run("studies", "export", "s1", "--json", "-", storage=storage, cwd=tmp_path).stdout
     )
-    assert len(as_json) == 4
+    assert as_json["format"] == "headstart-study/1" and len(as_json["trials"]) == 4
     run("studies", "export", "s1", "--csv", "out.csv", storage=storage, cwd=tmp_path)
     assert (tmp_path / "out.csv").exists()
     refused = run("studies", "delete", "s1", storage=storage, cwd=tmp_path, input="n\n")
@@ -95,3 +95,71 @@ def test_studies_list_on_a_missing_file_says_so_and_creates_nothing(tmp_path, st
     assert result.returncode == 1
     assert "no database" in result.stderr.lower() and "typo.db" in result.stderr
     assert not typo.exists()
+
+
+def test_export_import_and_report_round_trip(tmp_path, storage):
+    assert (
+        run(
+            "studies",
+            "export",
+            "s1",
+            "--json",
+            "s1.json",
+            "--csv",
+            "s1.csv",
+            storage=storage,
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    imported = run("import", "json", "s1.json", "--storage", other, storage=storage, cwd=tmp_path)
+    assert imported.returncode == 0 and "Imported 4 finished trials" in imported.stderr
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps(hs.load_study("s1", storage).space.to_json()))
+    from_csv = run(
+        "import",
+        "csv",
+        "s1.csv",
+        "--space",
+        "space.json",
+        "--name",
+        "again",
+        "--storage",
+        other,
+        storage=storage,
+        cwd=tmp_path,
+    )
+    assert from_csv.returncode == 0
+    again = hs.load_study("again", other)
+    assert [t.params for t in again.trials] == [t.params for t in hs.load_study("s1", other).trials]
+    twice = run("import", "json", "s1.json", "--storage", other, storage=storage, cwd=tmp_path)
+    assert twice.returncode == 1 and "already exists" in twice.stderr
+    # the exports are what add_trials and transfer_from take
+    fresh = hs.create_study("fresh", again.space, storage=None)
+    assert len(fresh.add_trials(str(tmp_path / "s1.json"))) == 4
+    assert len(fresh.add_trials(tmp_path / "s1.csv")) == 4
+    scaml = hs.create_study(
+        "t",
+        again.space,
+        storage=None,
+        method="scaml",
+        transfer_from=[tmp_path / "s1.json", str(tmp_path / "s1.csv")],
+    )
+    assert scaml.settings["transfer"]["n_points"] == [4, 4]
+    html = run("report", "s1", "-o", "r.html", storage=storage, cwd=tmp_path)
+    assert html.returncode == 0 and (tmp_path / "r.html").read_text().count("<img") >= 4
+
+
+def test_import_optuna_reads_without_writing_and_refuses_it_as_a_storage(tmp_path, storage):
+    optuna = pytest.importorskip("optuna")
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    old = optuna.create_study(study_name="svm", storage=url, direction="maximize")
+    old.optimize(lambda t: t.suggest_float("c", 1e-3, 1e3, log=True) ** 0.1, n_trials=5)
+    as_storage = run("studies", "list", "--storage", url, storage=storage, cwd=tmp_path)
+    assert as_storage.returncode == 1 and "Optuna storage" in as_storage.stderr
+    done = run("import", "optuna", "--from", url, storage=storage, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    study = hs.load_study("svm", storage)
+    assert study.direction == "maximize" and len(study.trials) == 5
+    assert study.space["c"].log and study.best_value == pytest.approx(old.best_value)

@@ -10,6 +10,7 @@ transaction; ``optimize()`` runs the loop, in this process or in worker processe
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +29,7 @@ from headstart.exceptions import (
     InvalidValueError,
     NoCompletedTrialsError,
     SearchSpaceError,
+    SourceFileError,
     UnknownTrialError,
 )
 from headstart.pibo import JointDensity, UserBelief
@@ -411,18 +413,25 @@ class Study:
         )
         return self._trial(record)
 
-    def add_trials(self, trials: Iterable[Any]) -> list[Trial]:
+    def add_trials(self, trials: Iterable[Any] | str | os.PathLike) -> list[Trial]:
         """Import finished evaluations; they count toward the initial design, not on top of it.
 
         Args:
-            trials: ``(params, value)`` pairs, dicts ``{"params": ..., "value": ...}``, or a pandas
+            trials: ``(params, value)`` pairs, dicts ``{"params": ..., "value": ...}``, a pandas
                 DataFrame with a ``value`` column and one column per parameter (``x`` or
                 ``params_x``, so a :meth:`trials_dataframe` export, headstart's or Optuna's,
-                imports as it is: rows whose ``state`` is not complete are skipped). Columns
-                that are neither parameters nor export metadata are refused.
+                imports as it is: rows whose ``state`` is not complete are skipped), or the path
+                of a ``.csv`` file of such rows or of a ``.json`` study export
+                (``headstart studies export NAME --json FILE``, :meth:`export`). Columns that
+                are neither parameters nor export metadata are refused.
 
         All rows are validated before anything is written; the import is one transaction.
+
+        Raises:
+            InvalidSettingError: a JSON export of a study with the other direction.
         """
+        if isinstance(trials, str | os.PathLike):
+            trials = self._read_trials_file(trials)
         rows = rows_from(trials, list(self.space))
         prepared = []
         for i, (params, value) in enumerate(rows):
@@ -439,6 +448,44 @@ class Study:
                 raise type(e)(f"Row {i} of add_trials: {e}") from e
         records = self._storage.create_trials(self._id, prepared)
         return [self._trial(r) for r in records]
+
+    def _read_trials_file(self, path: str | os.PathLike) -> Any:
+        from headstart.sources._export import completed_pairs, read_export
+
+        suffix = str(path).lower().rsplit(".", 1)[-1]
+        if suffix == "json":
+            doc = read_export(path)
+            if doc["direction"] != self.direction:
+                raise InvalidSettingError(
+                    f"{str(path)!r} holds a {doc['direction']} study and {self.name!r} is "
+                    f"{self.direction}d: its values would be read backwards. Use it as a "
+                    "transfer source (transfer_from=[path]) instead, which flips them."
+                )
+            return completed_pairs(doc)
+        if suffix == "csv":
+            import pandas as pd
+
+            if not os.path.exists(path):
+                raise SourceFileError(f"No file {str(path)!r}; check the path.")
+            return pd.read_csv(path)
+        raise InvalidSettingError(
+            f"add_trials reads .csv and .json files; got {str(path)!r}. Pass pairs, dicts or a "
+            "DataFrame for anything else."
+        )
+
+    def export(self, path: str | os.PathLike | None = None) -> dict[str, Any]:
+        """The study as one JSON document (and written to ``path`` when given): what
+        ``add_trials``, ``transfer_from`` and ``headstart import`` read back
+        (:mod:`headstart.sources._export`)."""
+        import json
+
+        from headstart.sources._export import export_document
+
+        doc = export_document(self.name, self.direction, self.space, self.trials, self.user_attrs)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1, default=str)
+        return doc
 
     # --- results -----------------------------------------------------------------------------------
     @property

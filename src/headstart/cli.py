@@ -256,19 +256,37 @@ def studies_export(
     storage: StorageOpt = DEFAULT_STORAGE_URL,
     csv: Annotated[
         Path | None,
-        typer.Option("--csv", help="Write the trials as CSV to this file ('-' = stdout)."),
+        typer.Option(
+            "--csv",
+            help="Write the trials as CSV (one row per trial, params_<name> columns) to this file "
+            "('-' = stdout). add_trials and transfer_from read it back.",
+        ),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Write the trials as JSON to stdout.")
-    ] = False,
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write the whole study (space, direction, trials, attributes) as one JSON "
+            "document to this file ('-' = stdout). add_trials, transfer_from and `headstart "
+            "import json` read it back.",
+        ),
+    ] = None,
 ) -> None:
-    """Export a study's trials (one row per trial, one column per parameter)."""
+    """Export a study's trials as CSV (default: to stdout) and/or as a JSON document."""
     import headstart as hs
 
-    frame = hs.load_study(name, storage).trials_dataframe()
-    if as_json:
-        sys.stdout.write(frame.to_json(orient="records", date_format="iso") + "\n")
-    elif csv is None or str(csv) == "-":
+    study = hs.load_study(name, storage)
+    if as_json is not None:
+        doc = json.dumps(study.export(), indent=1, default=str)
+        if str(as_json) == "-":
+            sys.stdout.write(doc + "\n")
+        else:
+            as_json.write_text(doc + "\n", encoding="utf-8")
+            _console().print(f"Wrote study {name!r} ({len(study.trials)} trials) to {as_json}")
+    if csv is None and as_json is not None:
+        return
+    frame = study.trials_dataframe()
+    if csv is None or str(csv) == "-":
         frame.to_csv(sys.stdout, index=False)
     else:
         frame.to_csv(csv, index=False)
@@ -289,6 +307,135 @@ def studies_delete(
         raise typer.Exit(1)
     hs.delete_study(name, storage)
     _console().print(f"Deleted study {name!r} from {study.storage.url}.")  # password masked
+
+
+# --- report -------------------------------------------------------------------------------------
+@app.command()
+def report(
+    name: Annotated[str, typer.Argument(help="Name of the study.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path(
+        "report.html"
+    ),
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+) -> None:
+    """Write one self-contained HTML report of a study (opens offline): convergence, best
+    configuration, parameter importance, slices, contour, parallel coordinates, transfer
+    weights and priors vs observed values."""
+    import headstart as hs
+    from headstart.report import write_report
+
+    path = write_report(hs.load_study(name, storage), output)
+    _console().print(f"Report: {path}")
+
+
+# --- import -------------------------------------------------------------------------------------
+import_app = typer.Typer(
+    help="Copy finished evaluations from Optuna, CSV or JSON exports into the storage, as "
+    "studies that transfer_from can name.",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+
+def _create_imported(name: str, space, direction: str, storage: str, trials) -> None:
+    import headstart as hs
+    from headstart.storage import get_storage
+
+    store = get_storage(storage)
+    if name in {s.name for s in store.list_studies()}:
+        raise hs.DuplicatedStudyError(
+            f"A study named {name!r} already exists in {store.url}; pass --name to import under "
+            "another name, or delete it first."
+        )
+    study = hs.create_study(name, space, direction=direction, storage=store, method="random")
+    added = study.add_trials(trials)
+    _console().print(f"Imported {len(added)} finished trials into study {name!r} ({store.url}).")
+
+
+@import_app.command("optuna")
+def import_optuna(
+    source: Annotated[
+        str, typer.Option("--from", help="The Optuna storage URL, e.g. sqlite:///optuna.db.")
+    ],
+    study: Annotated[
+        list[str] | None,
+        typer.Option("--study", help="An Optuna study to import (repeatable; default: all)."),
+    ] = None,
+    prefix: Annotated[str, typer.Option(help="Prefix of the imported studies' names.")] = "",
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+) -> None:
+    """Copy Optuna studies' completed trials into headstart studies of the same names. The
+    search space is the parameters every completed trial has (Optuna's distributions);
+    multi-objective studies are skipped. The Optuna storage is only read."""
+    import optuna
+
+    from headstart.integrations.optuna_space import space_from_distributions
+    from headstart.sources import from_optuna
+    from headstart.sources._optuna import optuna_direction
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for found in from_optuna(source, study).studies():
+        complete = found.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if len(found.directions) != 1 or not complete:
+            _console().print(
+                f"Skipped {found.study_name!r}: multi-objective or no completed trial."
+            )
+            continue
+        space = space_from_distributions(optuna.search_space.intersection_search_space(complete))
+        pairs = [({n: t.params[n] for n in space}, t.value) for t in complete]
+        _create_imported(prefix + found.study_name, space, optuna_direction(found), storage, pairs)
+
+
+@import_app.command("csv")
+def import_csv(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="One row per evaluation: a column per parameter "
+            "(or params_<name>) and a 'value' column."
+        ),
+    ],
+    space: Annotated[
+        Path,
+        typer.Option(
+            "--space",
+            help="JSON file of the search space: SearchSpace.to_json(), e.g. "
+            '{"params": {"x": {"type": "float", "low": 0, "high": 1}}}, or a study export.',
+        ),
+    ],
+    name: Annotated[str | None, typer.Option(help="Study name (default: the file's stem).")] = None,
+    direction: Annotated[str, typer.Option(help="minimize or maximize.")] = "minimize",
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+) -> None:
+    """Copy a CSV file of finished evaluations into a new headstart study."""
+    import pandas as pd
+
+    from headstart.exceptions import SourceFileError
+    from headstart.space import SearchSpace
+
+    for path in (file, space):
+        if not path.exists():
+            raise SourceFileError(f"No file {str(path)!r}; check the path.")
+    spec = json.loads(space.read_text(encoding="utf-8"))
+    parsed = SearchSpace.from_json(spec.get("space", spec))
+    _create_imported(name or file.stem, parsed, direction, storage, pd.read_csv(file))
+
+
+@import_app.command("json")
+def import_json(
+    file: Annotated[Path, typer.Argument(help="A `headstart studies export NAME --json` file.")],
+    name: Annotated[
+        str | None, typer.Option(help="Study name (default: the exported one).")
+    ] = None,
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+) -> None:
+    """Copy an exported study (from another storage or machine) into this storage."""
+    from headstart.sources._export import completed_pairs, read_export
+    from headstart.space import SearchSpace
+
+    doc = read_export(file)
+    space = SearchSpace.from_json(doc["space"])
+    _create_imported(name or doc["name"], space, doc["direction"], storage, completed_pairs(doc))
 
 
 # --- worker -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ into a list of them:
   optional ``task`` column (a :meth:`~headstart.study.Study.trials_dataframe` export works too:
   ``params_<name>`` columns are accepted and only ``state == "complete"`` rows are kept);
 * :func:`from_arrays` - parameter dicts, or an already encoded ``n x d`` array;
+* :func:`from_export` - a ``headstart studies export NAME --json FILE`` document;
 * ``optuna.Study`` objects, and :func:`from_optuna` - every (or the named) study of an Optuna
   storage; Optuna's own ``trials_dataframe()`` is read as is by :func:`from_dataframe`;
 * :func:`resolve_sources` - the ``transfer_from=`` argument: any mix of the above.
@@ -48,6 +49,7 @@ from headstart.sources._domains import (
     resolve_prior_model,
     save_prior_model,
 )
+from headstart.sources._export import from_export
 from headstart.sources._optuna import OptunaSource, from_optuna, from_optuna_study, is_optuna_study
 from headstart.sources._studies import from_storage, from_study, is_study
 from headstart.sources._tables import from_arrays, from_csv, from_dataframe
@@ -83,6 +85,8 @@ def _resolve_one(
         return item.tasks(space, exclude)
     if is_optuna_study(item):
         return [from_optuna_study(item, space)]
+    if isinstance(item, os.PathLike | str) and str(item).lower().endswith(".json"):
+        return [from_export(item, space)]
     if isinstance(item, os.PathLike):
         return from_csv(item, space, direction=direction)
     if is_study(item) or isinstance(item, str):
@@ -190,6 +194,7 @@ __all__ = [
     "from_arrays",
     "from_csv",
     "from_dataframe",
+    "from_export",
     "from_optuna",
     "from_storage",
     "from_study",
