@@ -270,3 +270,88 @@ def test_configspace_import():
     for name in ("lr", "x", "y"):
         ours = np.exp(hs.SearchSpace({name: space[name]}).prior_log_pdf(u[:, None]))
         assert np.allclose(ours, cs[name].pdf_vector(u), rtol=1e-6), name
+
+
+def _space_strategy():
+    from hypothesis import strategies as st
+
+    def numeric(draw_log, kind):
+        low = st.floats(0.01, 5.0) if draw_log else st.floats(-5.0, 5.0)
+        return st.tuples(low, st.floats(0.5, 20.0), st.sampled_from(["uniform", "normal", "beta"]))
+
+    def build(spec):
+        params = {}
+        for i, (kind, log, (low, width, prior_kind), extra) in enumerate(spec):
+            name = f"p{i}"
+            if kind == "cat":
+                params[name] = hs.Categorical(
+                    ["a", "b", "c"][: 2 + extra % 2],
+                    weights=None if extra % 3 else [1.0, 2.0, 3.0][: 2 + extra % 2],
+                )
+                continue
+            if kind == "fixed":
+                params[name] = hs.Fixed(round(low, 3))
+                continue
+            high = low + width
+            if kind == "int":
+                low, high = int(math.ceil(low)) if log else int(low), int(low) + int(width) + 2
+                low = max(low, 1) if log else low
+            mid = math.exp((math.log(low) + math.log(high)) / 2) if log else (low + high) / 2
+            prior = {
+                "uniform": hs.Uniform(),
+                "normal": hs.Normal(mid, 0.3 + extra / 10),
+                "beta": hs.Beta(1.5 + extra, 2.5),
+            }[prior_kind]
+            make = hs.Int if kind == "int" else hs.Float
+            params[name] = make(low, high, log=log, prior=prior)
+        if all(isinstance(p, hs.Fixed) for p in params.values()):
+            params["free"] = hs.Float(0.0, 1.0)
+        return hs.SearchSpace(params)
+
+    entry = st.sampled_from(["float", "int", "cat", "fixed"]).flatmap(
+        lambda kind: st.booleans().flatmap(
+            lambda log: st.tuples(
+                st.just(kind), st.just(log), numeric(log, kind), st.integers(0, 5)
+            )
+        )
+    )
+    return st.lists(entry, min_size=1, max_size=5).map(build)
+
+
+@settings(max_examples=60, deadline=None)
+@given(space=_space_strategy())
+def test_configspace_round_trip_keeps_types_bounds_and_prior_densities(space):
+    pytest.importorskip("ConfigSpace")
+    from headstart.configspace import from_configspace, to_configspace
+
+    try:
+        exported = to_configspace(space, seed=0)
+    except hs.SearchSpaceError as e:  # ConfigSpace's log-normal sigma = e^std - lower must be > 0
+        assert "sigma would be negative" in str(e)
+        return
+    back = from_configspace(exported)
+    assert sorted(back) == sorted(space)  # ConfigSpace orders parameters by name
+    for name, p in space.items():
+        q = back[name]
+        assert type(q) is type(p)
+        if isinstance(p, hs.Categorical):
+            assert q.choices == p.choices
+            assert q.probabilities == pytest.approx(p.probabilities)
+        elif isinstance(p, hs.Fixed):
+            assert q.value == p.value
+        else:
+            assert q.log == p.log  # ConfigSpace keeps bounds to ~13 significant digits
+            assert (q.low, q.high) == pytest.approx((p.low, p.high), rel=1e-10, abs=1e-12)
+            assert type(q.prior) is type(p.prior)
+    free = [c.name for c in space.columns]
+    U = np.random.default_rng(0).random((50, len(free)))
+    order = [free.index(c.name) for c in back.columns]
+    assert np.allclose(space.prior_log_pdf(U), back.prior_log_pdf(U[:, order]), atol=1e-6)
+
+
+def test_configspace_conditions_are_named_in_the_error():
+    cs_mod = pytest.importorskip("ConfigSpace")
+    cs = cs_mod.ConfigurationSpace({"kernel": ["rbf", "poly"], "degree": (1, 5)})
+    cs.add(cs_mod.EqualsCondition(cs["degree"], cs["kernel"], "poly"))
+    with pytest.raises(hs.SearchSpaceError, match="condition degree \\| kernel == 'poly'"):
+        hs.SearchSpace.from_configspace(cs)

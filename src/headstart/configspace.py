@@ -13,7 +13,8 @@ Mapping:
   ``Ordinal(sequence)`` → ``Categorical`` (order is not used by the model);
 * ``Constant`` → ``Fixed``.
 
-Conditional spaces (conditions, forbidden clauses) are not supported.
+Conditional spaces (conditions, forbidden clauses) are refused with an error naming each one.
+ConfigSpace orders parameters by name, so a round trip returns them in that order.
 """
 
 from __future__ import annotations
@@ -65,10 +66,17 @@ def from_configspace(configspace: Any) -> SearchSpace:
         >>> from_configspace(cs)["x"].high
         1.0
     """
-    if getattr(configspace, "conditions", None) or getattr(configspace, "forbidden_clauses", None):
+    conditions = list(getattr(configspace, "conditions", None) or [])
+    forbidden = list(getattr(configspace, "forbidden_clauses", None) or [])
+    if conditions or forbidden:
+        named = [f"condition {c}" for c in conditions] + [
+            f"forbidden clause {f}" for f in forbidden
+        ]
         raise SearchSpaceError(
-            "Conditional ConfigSpace spaces (conditions or forbidden clauses) are not supported; "
-            "flatten the space or remove the conditions first."
+            f"headstart does not support ConfigSpace {'; '.join(named)}. Flatten the space "
+            "(make every parameter active, and score forbidden configurations as failed trials), "
+            "or optimize it through Optuna with headstart.integrations.optuna.HeadstartSampler, "
+            "whose conditional parameters are sampled independently."
         )
     try:
         hps = list(configspace.values())
@@ -79,12 +87,25 @@ def from_configspace(configspace: Any) -> SearchSpace:
     return SearchSpace({hp.name: _convert(hp) for hp in hps})
 
 
+def _log_sigma(name: str, lower: float, std: float) -> float:
+    """ConfigSpace's ``sigma`` of a log-scaled Normal whose headstart ``std`` (in ln units) is
+    ``std``: the inverse of ``std = |ln(lower + sigma)|`` (see the module docstring)."""
+    for target in (math.exp(std), math.exp(-std)):
+        if target - lower > 0:
+            return target - lower
+    raise SearchSpaceError(
+        f"Parameter {name!r}: ConfigSpace cannot express a log-scaled Normal with std {std} "
+        f"above a lower bound of {lower} (its sigma would be negative); use a Beta prior."
+    )
+
+
 def to_configspace(space: SearchSpace, seed: int | None = None) -> Any:
     """Export a SearchSpace to a ``ConfigSpace.ConfigurationSpace`` (priors included).
 
-    The inverse of :func:`from_configspace` for linear ``Normal`` and ``Beta`` priors and
-    weighted categoricals; a ``Normal`` prior on a ``log=True`` parameter has no exact
-    ConfigSpace equivalent and raises.
+    The inverse of :func:`from_configspace`: every parameter type, ``Normal`` (linear and
+    log-scaled) and ``Beta`` priors, and weighted categoricals. A log-scaled ``Normal`` whose
+    ConfigSpace ``sigma`` would be negative (``exp(std) <= lower`` and ``exp(-std) <= lower``)
+    raises.
 
     Example:
         >>> import headstart as hs
@@ -105,12 +126,10 @@ def to_configspace(space: SearchSpace, seed: int | None = None) -> Any:
         make = CS.Integer if isinstance(p, Int) else CS.Float
         distribution: Any = None
         if isinstance(p.prior, Normal):
+            sigma = float(p.prior.std)
             if p.log:
-                raise SearchSpaceError(
-                    f"Parameter {name!r}: a Normal prior on a log-scaled parameter has no exact "
-                    "ConfigSpace equivalent; use a Beta prior or a linear parameter."
-                )
-            distribution = CS.Normal(float(p.prior.mean), float(p.prior.std))
+                sigma = _log_sigma(name, float(p.low), sigma)
+            distribution = CS.Normal(float(p.prior.mean), sigma)
         elif isinstance(p.prior, Beta):
             distribution = CS.Beta(float(p.prior.a), float(p.prior.b))
         kwargs = {} if distribution is None else {"distribution": distribution}
