@@ -3,7 +3,8 @@ r"""HeadstartSampler inside Optuna: transfer from earlier Optuna studies vs Optu
 An Optuna user's setting: the HPOBench-MLP tables (8 OpenML datasets, 5 hyperparameters as
 ``trial.suggest_int`` grid indices, 30,000 configurations; objective 1 - validation accuracy,
 :mod:`headstart.benchmarks.hpo_tables`). For each seed, every dataset is first tuned by an Optuna
-study of 50 TPE trials, stored in one Optuna SQLite storage per seed (the "earlier studies").
+study of 50 TPE trials, stored in one Optuna SQLite storage per seed (the "earlier studies"; seeded, kept in
+``~/.cache/headstart/optuna_sampler/``).
 Then each dataset is held out in turn and tuned again, for 50 trials, by
 
 * ``headstart-scaml``: ``HeadstartSampler(method="scaml", transfer_from=from_optuna(URL, the
@@ -39,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+SOURCES_DIR = Path.home() / ".cache" / "headstart" / "optuna_sampler"  # regenerated when missing
 NAME = "optuna_sampler"
 METHODS = ("headstart-scaml", "headstart-gp", "optuna-tpe", "optuna-gp")
 FIELDS = ("dataset", "seed", "method", "trial", "value", "regret", "seconds")
@@ -98,6 +100,7 @@ def run(out: Path, seeds: list[int], datasets: list[str], methods: list[str], bu
     from headstart.benchmarks.hpo_tables import DATASETS
 
     torch.set_num_threads(1)
+    SOURCES_DIR.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     path = out / f"{NAME}.csv"
     finished = {(r["dataset"], r["seed"], r["method"]) for r in read_rows(path)}
@@ -112,7 +115,7 @@ def run(out: Path, seeds: list[int], datasets: list[str], methods: list[str], bu
     with Progress() as progress:
         bar = progress.add_task("optuna_sampler", total=len(jobs))
         for seed, dataset, method in jobs:
-            url = f"sqlite:///{out / f'{NAME}_sources_seed{seed}.db'}"
+            url = f"sqlite:///{SOURCES_DIR / f'sources_seed{seed}.db'}"
             _source_studies(url, seed, 50, every)
             objective, best = _objective(dataset)
             sources = [d for d in every if d != dataset]
@@ -137,7 +140,9 @@ def run(out: Path, seeds: list[int], datasets: list[str], methods: list[str], bu
                 )
             for row in rows:  # the run's rows land together: a resumed run redoes it whole
                 append_row(path, FIELDS, row)
-            progress.update(bar, advance=1, description=f"{method} {dataset} s{seed} {elapsed:.0f}s")
+            progress.update(
+                bar, advance=1, description=f"{method} {dataset} s{seed} {elapsed:.0f}s"
+            )
 
 
 def report(out: Path) -> str:

@@ -294,7 +294,7 @@ def _space_strategy():
                 continue
             high = low + width
             if kind == "int":
-                low, high = int(math.ceil(low)) if log else int(low), int(low) + int(width) + 2
+                low, high = math.ceil(low) if log else int(low), int(low) + int(width) + 2
                 low = max(low, 1) if log else low
             mid = math.exp((math.log(low) + math.log(high)) / 2) if log else (low + high) / 2
             prior = {
