@@ -43,6 +43,7 @@ DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 SOURCES_DIR = Path.home() / ".cache" / "headstart" / "optuna_sampler"  # regenerated when missing
 NAME = "optuna_sampler"
 METHODS = ("headstart-scaml", "headstart-gp", "optuna-tpe", "optuna-gp")
+VARIANTS = ("headstart-warmstart", "headstart-scaml-cand")  # run with --methods
 FIELDS = ("dataset", "seed", "method", "trial", "value", "regret", "seconds")
 
 
@@ -82,6 +83,12 @@ def _sampler(method: str, seed: int, url: str, sources: list[str]):
 
     if method == "headstart-scaml":
         return HeadstartSampler("scaml", transfer_from=from_optuna(url, sources), seed=seed)
+    if method == "headstart-warmstart":  # the sources' best configurations first, then GP-BO
+        return HeadstartSampler("warmstart", transfer_from=from_optuna(url, sources), seed=seed)
+    if method == "headstart-scaml-cand":  # ScaML-GP starting at the best of the sources' winners
+        return HeadstartSampler(
+            "scaml", transfer_from=from_optuna(url, sources), seed=seed, first_trial="candidates"
+        )
     if method == "headstart-gp":
         return HeadstartSampler(seed=seed)
     if method == "optuna-tpe":
@@ -156,7 +163,7 @@ def report(out: Path) -> str:
     budget = int(frame.trial.max())
     curve = frame.groupby(["method", "dataset", "trial"]).regret.mean()
     n_seeds = frame.groupby(["method", "dataset"]).seed.nunique()
-    methods = [m for m in METHODS if m in set(frame.method)]
+    methods = [m for m in (*METHODS, *VARIANTS) if m in set(frame.method)]
     datasets = sorted(set(frame.dataset))
     lines = [
         "# HeadstartSampler in Optuna: transfer from earlier Optuna studies (HPOBench-MLP)",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shlex
@@ -21,13 +20,16 @@ def blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
-def test_python_blocks_run_in_order(tmp_path, monkeypatch):
+def test_python_blocks_then_cli_lines_run_as_written(tmp_path, monkeypatch):
+    """The python blocks in order, then every CLI line, in one directory and storage: the
+    studies, the Optuna storage and train.py the CLI lines use are the ones the README creates."""
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for code in blocks("python"):
         exec(compile(code, "README.md", "exec"), namespace)
     study = namespace["study"]
     assert len(study.trials) == 30 + 5 + 1 + 1
+    assert len(namespace["copy"].trials) == 36 and study.user_attrs == {"dataset": "iris"}
     new = namespace["new"]
     assert len(new.trials) == 10 and set(new.transfer_report().weights) == {"model-v1", "model-v2"}
     assert len(namespace["fresh"].trials) == 8 and namespace["elsewhere"].ask().params
@@ -44,48 +46,28 @@ def test_python_blocks_run_in_order(tmp_path, monkeypatch):
     result = namespace["result"]
     assert len(result.history) == 10 and "[0]" in result.expression
     assert namespace["auto"].kernel_expression is not None
-    assert (tmp_path / "headstart.db").exists()
+    tuned, warm = namespace["tuned"], namespace["warm"]
+    assert len(tuned.trials) == 20 and len(warm.trials) == 5
+    assert {t.state.name for t in tuned.trials} <= {"COMPLETE", "PRUNED"}
+    assert "headstart:params" in warm.trials[0].system_attrs  # modelled from the first trial
+    assert (tmp_path / "headstart.db").exists() and (tmp_path / "report.html").exists()
 
-
-def test_cli_lines_run(tmp_path):
-    env = {**os.environ, "HEADSTART_STORAGE": f"sqlite:///{tmp_path / 'cli.db'}"}
-    seed = "import headstart as hs; hs.create_study('my-model', hs.SearchSpace({'x': hs.Float(0, 1)}), storage=None)"
-    subprocess.run([sys.executable, "-c", seed], check=True, cwd=tmp_path, env=env)
+    env = {**os.environ, "HEADSTART_STORAGE": f"sqlite:///{tmp_path / 'headstart.db'}"}
     lines = [
         line.split("#")[0].strip()
         for block in blocks("bash")
         for line in block.splitlines()
         if line.startswith("headstart ")
     ]
-    assert len(lines) >= 7
-    # The studies commands need a study called my-model in the storage: the demo makes one.
-    subprocess.run(
-        [HEADSTART, "demo", "--trials", "6", "--name", "my-model", "--plot", "x.png"],
-        check=True,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-    )
-    transfer = (
-        "import headstart as hs; space = hs.SearchSpace({'x': hs.Float(0, 1)}); "
-        "old = hs.create_study('model-v1', space, method='random'); "
-        "[old.tell(old.ask(), 0.1 * i) for i in range(5)]; "
-        "new = hs.create_study('model-v3', space, method='scaml', transfer_from='all'); "
-        "new.tell(new.ask(), 1.0)"
-    )
-    subprocess.run([sys.executable, "-c", transfer], check=True, cwd=tmp_path, env=env)
-    (tmp_path / "train.py").write_text(  # the worker line's objective (module:function)
-        "def objective(params):\n    return sum(v * v for v in params.values())\n"
-    )
-    years = [1949 + i / 12 for i in range(48)]
-    rows = [f"{t},{100 + 20 * (t - 1949) + 25 * math.sin(2 * math.pi * t)}" for t in years]
-    (tmp_path / "airline.csv").write_text("year,passengers\n" + "\n".join(rows) + "\n")
+    assert len(lines) >= 15
     for line in lines:
         args = shlex.split(line)
         result = subprocess.run(
             [HEADSTART, *args[1:]], cwd=tmp_path, env=env, capture_output=True, text=True
         )
         assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+        assert "no results for" not in result.stdout, line
+    assert (tmp_path / "airline.csv").read_text().startswith("year,passengers\n1949.0000,112")
 
 
 @pytest.mark.parametrize("target", ["demo", "test"])

@@ -50,6 +50,28 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def judged_methods(
+    methods: list[str], reference: str | None, target: str | None
+) -> tuple[str, str]:
+    """The ``(reference, target)`` of the summary's verdict, from ``methods`` when not given.
+
+    Raises:
+        InvalidSettingError: a given reference or target that is not among ``methods`` (before
+            anything runs, instead of a report that says it has no results for it).
+    """
+    for given, option in ((reference, "--reference"), (target, "--target")):
+        if given is not None and given not in methods:
+            raise InvalidSettingError(
+                f"{option} {given!r} is not among --methods {methods}; add it or choose one of them."
+            )
+    if reference is None:
+        reference = next((m for m in ("optuna-gp", "optuna-tpe") if m in methods), methods[-1])
+    if target is None:
+        ours = [m for m in methods if m.startswith("headstart-") and m != reference]
+        target = ours[0] if ours else next((m for m in methods if m != reference), reference)
+    return reference, target
+
+
 def _split(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
@@ -95,11 +117,19 @@ def run(
         str, typer.Option(help="Base name of the outputs: <out>/<name>.csv, .png and .md.")
     ] = "bench",
     reference: Annotated[
-        str, typer.Option(help="Method the regret and overhead ratios are relative to.")
-    ] = "optuna-gp",
+        str | None,
+        typer.Option(
+            help="Method the regret and overhead ratios are relative to (default: optuna-gp, "
+            "else optuna-tpe, else the last of --methods)."
+        ),
+    ] = None,
     target: Annotated[
-        str, typer.Option(help="Method the verdict line judges against the reference.")
-    ] = "headstart-gp",
+        str | None,
+        typer.Option(
+            help="Method the verdict line judges against the reference (default: the first "
+            "headstart-* method of --methods)."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Run methods x tasks x seeds (resuming a previous run of the same name) and report."""
@@ -109,9 +139,11 @@ def run(
     from headstart.benchmarks.report import benchmark_plot, markdown_summary
     from headstart.benchmarks.runner import run_benchmark
 
+    chosen = _split(methods)
+    reference, target = judged_methods(chosen, reference, target)
     csv_path = out / f"{name}.csv"
     result = run_benchmark(
-        _split(methods),
+        chosen,
         _split(tasks),
         parse_seeds(seeds),
         budget,
@@ -141,4 +173,4 @@ def run(
         raise typer.Exit(1)
 
 
-__all__ = ["bench_app", "parse_seeds"]
+__all__ = ["bench_app", "judged_methods", "parse_seeds"]

@@ -497,6 +497,30 @@ def worker(
 
 
 # --- kernels ------------------------------------------------------------------------------------
+@kernels_app.command("example")
+def kernels_example(
+    name: Annotated[str, typer.Argument(help="The data set: 'airline'.")] = "airline",
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="CSV file to write ('-' = stdout).")
+    ] = Path("-"),
+) -> None:
+    """Write a bundled example data set as CSV, to try `headstart kernels search` on: 'airline'
+    is the Box-Jenkins monthly airline passengers 1949-1960 (columns year, passengers)."""
+    from importlib.resources import files
+
+    from headstart.exceptions import InvalidSettingError
+
+    bundled = {"airline": "airline.csv"}
+    if name not in bundled:
+        raise InvalidSettingError(f"No example data set {name!r}; choose from {sorted(bundled)}.")
+    text = files("headstart.kernels").joinpath("data", bundled[name]).read_text(encoding="utf-8")
+    if str(output) == "-":
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        _console().print(f"Wrote {name} ({text.count(chr(10)) - 1} rows) to {output}")
+
+
 @kernels_app.command("search")
 def kernels_search(
     data: Annotated[Path, typer.Argument(help="CSV file with a header row; numeric columns.")],
