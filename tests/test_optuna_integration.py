@@ -191,3 +191,28 @@ def test_steps_are_snapped_to_the_grid_and_distributions_round_trip():
         {"f": hs.Float(1e-3, 1, log=True), "i": hs.Int(2, 9), "c": hs.Categorical([1, "x"])}
     )
     assert space_from_distributions(distributions_from_space(space)) == space
+
+
+def test_headstart_studies_are_sources_of_the_sampler(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    space = hs.SearchSpace(
+        {
+            "x": hs.Float(-2, 2),
+            "lr": hs.Float(1e-4, 1, log=True),
+            "kind": hs.Categorical(["a", "b"]),
+        }
+    )
+    old = hs.create_study("old", space, storage=url, method="random", seed=0)
+    old.optimize(lambda p: quadratic_value(**p), 20, show_progress=False)
+    given = {name: d for name, d in distributions_from_space(space).items()}
+    sampler = HeadstartSampler(
+        "scaml", transfer_from=["old"], storage=url, search_space=given, seed=0
+    )
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(quadratic, n_trials=2)
+    assert all(PARAMS_KEY in t.system_attrs for t in study.trials)
+    assert study.trials[0].value < old.best_value + 0.3
+
+
+def quadratic_value(x, lr, kind) -> float:
+    return (x - 0.3) ** 2 + (np.log10(lr) + 2) ** 2 / 4 + 0.5 * (kind == "b")
