@@ -454,3 +454,36 @@ def test_dimspec_validation():
         DimSpec("integer")
     with pytest.raises(ValueError):
         gp_engine([DimSpec("continuous")], acquisition="pes")
+
+
+@pytest.mark.parametrize("prior_kind", ["optuna", "lognormal", "flat", "gamma"])
+@pytest.mark.parametrize("n", [1, 7, 60])
+def test_closed_form_map_gradient_equals_autograd(prior_kind, n):
+    from headstart._gp.model import neg_log_posterior_and_grad
+    from headstart._gp.prior import (
+        DimScaledLogNormalHyperPrior,
+        FlatHyperPrior,
+        GammaHyperPrior,
+        OptunaHyperPrior,
+    )
+
+    priors = {
+        "optuna": OptunaHyperPrior(),
+        "lognormal": DimScaledLogNormalHyperPrior(),
+        "flat": FlatHyperPrior(),
+        "gamma": GammaHyperPrior(((1.5, 2.0, 0.7), (3.0, 1.0, 2.0)), (2.0, 1.0), (1.1, 30.0)),
+    }
+    rng = np.random.default_rng(n)
+    X = torch.from_numpy(rng.random((n, 3)))
+    X[:, 2] = torch.from_numpy(rng.choice([0.25, 0.75], n))  # a categorical column
+    y = torch.from_numpy(rng.standard_normal(n))
+    sq = pairwise_sq_diffs(X, X, torch.tensor([False, False, True]))
+    for raw_np in (rng.normal(0.0, 1.0, 5), np.array([9.0, -9.0, 0.0, 6.5, -25.0])):
+        raw = torch.from_numpy(raw_np).requires_grad_(True)
+        loss = neg_log_posterior(raw, sq, y, prior=priors[prior_kind])
+        (auto,) = torch.autograd.grad(loss, raw)
+        value, grad = neg_log_posterior_and_grad(
+            raw_np, sq.numpy(), y.numpy(), prior=priors[prior_kind]
+        )
+        assert value == pytest.approx(float(loss.detach()), rel=1e-10, abs=1e-9)
+        np.testing.assert_allclose(grad, auto.numpy(), rtol=1e-7, atol=1e-8)

@@ -13,9 +13,11 @@ With ``K = k(X, X) + sigma^2 I = L L^T`` and ``alpha = K^{-1} y``:
 Hyperparameters ``theta = (w, s, sigma^2)`` (``w = 1/ell^2``) are fitted by MAP with the priors
 of :mod:`headstart._gp.prior`. They are optimized as ``raw = (log w, log s, log(sigma^2 -
 sigma^2_min))`` (positivity without constraints, as Optuna's engine does) with SciPy's L-BFGS-B
-and torch autograd gradients, all in float64. Per-column squared differences of the training
-inputs are computed once per fit, so each objective evaluation is one matmul, one Matérn map, one
-Cholesky and one triangular solve.
+and closed-form gradients (:func:`neg_log_posterior_and_grad`; per evaluation 1.3x faster than
+autograd at n = 25, 2.2x at n = 400, 2.6x at n = 1,000, same values to 1e-10:
+``benchmarks/gp_gradient.py``), all in float64. Per-column squared
+differences of the training inputs are computed once per fit, so each objective evaluation is one
+matmul, one Matérn map, one Cholesky, one ``potri`` and one contraction.
 """
 
 from __future__ import annotations
@@ -118,6 +120,61 @@ def neg_log_posterior(
     return -(mll + prior.log_prob(w, s, noise))
 
 
+def neg_log_posterior_and_grad(
+    raw: np.ndarray,
+    sq_diffs: np.ndarray,
+    train_y: np.ndarray,
+    *,
+    prior: HyperPrior = DEFAULT_HYPERPRIOR,
+) -> tuple[float, np.ndarray]:
+    r""":func:`neg_log_posterior` and its gradient in ``raw``, in closed form (NumPy/LAPACK).
+
+    With ``K = s f(r^2) + sigma^2 I``, ``alpha = K^{-1} y`` and ``W = K^{-1} - alpha alpha^T``,
+    the marginal likelihood's gradient is (Rasmussen & Williams 2006, Eq. 5.9)
+
+        d(-log p(y | theta)) / d theta = 1/2 tr(W dK/d theta),
+
+    with ``dK/d log s = s f``, ``dK/d log(sigma^2 - sigma^2_min) = (sigma^2 - sigma^2_min) I``
+    and ``dK/d log w_j = w_j s f'(r^2) D_j`` (``D_j`` the ``j``-th slice of ``sq_diffs``), so the
+    ``d`` lengthscale terms are one contraction of ``W * s f'`` with ``sq_diffs``. ``K^{-1}`` comes
+    from the Cholesky factor by LAPACK's ``potri``. Autograd through the Cholesky factor costs
+    several ``n^3`` backward solves per evaluation instead; the values are the same (tested).
+    The hyperprior's ``d + 2`` terms are differentiated by autograd (negligible).
+
+    Args:
+        raw: ``d + 2`` raw hyperparameters (see the module docstring).
+        sq_diffs: ``n x n x d`` squared differences (NumPy).
+        train_y: ``n`` standardized targets.
+        prior: The hyperprior.
+
+    Returns:
+        ``(objective, gradient)``.
+    """
+    w = np.exp(raw[:-2])
+    s = float(np.exp(raw[-2]))
+    excess = float(np.exp(raw[-1]))
+    n = train_y.shape[0]
+    f, f_prime = matern52_np(sq_diffs @ w)
+    K_f = s * f
+    K = K_f + (excess + MIN_NOISE) * np.eye(n)
+    L = robust_cholesky(torch.from_numpy(K)).numpy()
+    alpha = scipy.linalg.cho_solve((L, True), train_y)
+    K_inv, info = scipy.linalg.lapack.dpotri(L, lower=1)
+    if info != 0:
+        raise ModelFittingError("The kernel matrix could not be inverted (LAPACK potri failed).")
+    K_inv = np.tril(K_inv) + np.tril(K_inv, -1).T
+    W = K_inv - np.outer(alpha, alpha)
+    nll = 0.5 * train_y @ alpha + np.log(np.diagonal(L)).sum() + 0.5 * n * math.log(2.0 * math.pi)
+    grad = np.empty_like(raw)
+    grad[:-2] = 0.5 * w * np.tensordot(W * (s * f_prime), sq_diffs, axes=([0, 1], [0, 1]))
+    grad[-2] = 0.5 * float((W * K_f).sum())
+    grad[-1] = 0.5 * excess * float(np.trace(W))
+    raw_t = torch.from_numpy(raw).requires_grad_(True)
+    log_prior = prior.log_prob(*_unpack(raw_t))
+    (prior_grad,) = torch.autograd.grad(log_prior, raw_t)
+    return float(nll) - float(log_prior.detach()), grad - prior_grad.numpy()
+
+
 def fit_map(
     train_X: torch.Tensor,
     train_y: torch.Tensor,
@@ -146,13 +203,11 @@ def fit_map(
         ``(params, objective)``: the fitted hyperparameters and the minimized
         ``-(log p(y | theta) + log p(theta))``.
     """
-    sq_diffs = pairwise_sq_diffs(train_X, train_X, is_cat)
+    sq_diffs = pairwise_sq_diffs(train_X, train_X, is_cat).numpy()
+    y = train_y.numpy()
 
     def fun(raw_np: np.ndarray) -> tuple[float, np.ndarray]:
-        raw = torch.from_numpy(raw_np).requires_grad_(True)
-        loss = neg_log_posterior(raw, sq_diffs, train_y, prior=prior)
-        (grad,) = torch.autograd.grad(loss, raw)
-        return float(loss.detach()), grad.numpy()
+        return neg_log_posterior_and_grad(raw_np, sq_diffs, y, prior=prior)
 
     bounds = _raw_bounds(train_X.shape[-1], deterministic=deterministic)
     x0 = np.clip(init.to_raw(), *zip(*bounds, strict=True))
