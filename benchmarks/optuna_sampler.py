@@ -159,6 +159,8 @@ def report(out: Path) -> str:
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from headstart.benchmarks.report import draw_mean_curves
+
     frame = pd.read_csv(out / f"{NAME}.csv")
     budget = int(frame.trial.max())
     curve = frame.groupby(["method", "dataset", "trial"]).regret.mean()
@@ -221,19 +223,10 @@ def report(out: Path) -> str:
     (out / f"{NAME}.md").write_text(text)
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    mean = frame.groupby(["method", "trial"]).regret.mean().unstack(0)
-    for m in methods:
-        axes[0].plot(mean.index, mean[m], label=m)
-    axes[0].set_yscale("log")
-    axes[0].set_xlabel("trial")
-    axes[0].set_ylabel("mean regret (8 held-out datasets)")
-    axes[0].legend(fontsize=8)
-    per_trial = frame.groupby(["method", "trial"]).seconds.median().unstack(0)
-    for m in methods:
-        axes[1].plot(per_trial.index, per_trial[m], label=m)
-    axes[1].set_yscale("log")
-    axes[1].set_xlabel("trial")
-    axes[1].set_ylabel("median seconds per trial")
+    draw_mean_curves(axes[0], frame, "regret", "mean regret (8 held-out datasets)", x="trial")
+    draw_mean_curves(
+        axes[1], frame, "seconds", "median seconds per trial", x="trial", stat="median"
+    )
     fig.tight_layout()
     fig.savefig(out / f"{NAME}.png", dpi=110)
     plt.close(fig)

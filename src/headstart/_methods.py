@@ -148,6 +148,38 @@ def transfer_method_names() -> tuple[str, ...]:
     return tuple(n for n, s in _REGISTRY.items() if s.uses_sources)
 
 
+def check_source_arguments(method: Any, transfer_from: Any, prior_model: Any) -> MethodSpec:
+    """The spec of ``method`` once ``transfer_from`` / ``prior_model`` are known to suit it.
+
+    The one check of ``create_study`` and the Optuna sampler: MPHD takes exactly one of the two;
+    other transfer methods need ``transfer_from``; the rest take neither.
+
+    Raises:
+        InvalidSettingError: an unknown method, or arguments the method does not take.
+    """
+    from headstart.sources._domains import check_prior_arguments
+
+    spec = get_method(method)
+    if spec.sources == "any-space":
+        check_prior_arguments(transfer_from, prior_model)
+    elif prior_model is not None:
+        raise InvalidSettingError(
+            f"prior_model is for method='mphd' (a prior pre-trained on other search spaces); "
+            f"method={method!r} does not use it."
+        )
+    elif transfer_from is not None and not spec.uses_sources:
+        raise InvalidSettingError(
+            f"transfer_from needs a transfer method; method={method!r} ignores earlier tasks. "
+            f"Use method='scaml' (or one of {transfer_method_names()})."
+        )
+    elif transfer_from is None and spec.uses_sources:
+        raise InvalidSettingError(
+            f"method={method!r} learns from earlier tasks; pass transfer_from=... (study names, "
+            "'all', a DataFrame, MetaTasks or Optuna studies), or use method='gp'."
+        )
+    return spec
+
+
 # --- the built-in methods ---------------------------------------------------------------------
 def _build_gp(ctx: BuildContext):
     if ctx.kernel == "matern":

@@ -342,12 +342,15 @@ def _create_imported(name: str, space, direction: str, storage: str, trials) -> 
     from headstart.storage import get_storage
 
     store = get_storage(storage)
-    if name in {s.name for s in store.list_studies()}:
-        raise hs.DuplicatedStudyError(
-            f"A study named {name!r} already exists in {store.url}; pass --name to import under "
-            "another name, or delete it first."
+    try:
+        study = hs.create_study(
+            name, space, direction=direction, storage=store, method="random", load_if_exists=False
         )
-    study = hs.create_study(name, space, direction=direction, storage=store, method="random")
+    except hs.DuplicatedStudyError as e:
+        raise hs.DuplicatedStudyError(
+            f"A study named {name!r} already exists in {store.url}; pass --name (or --prefix) to "
+            "import under another name, or delete it first."
+        ) from e
     added = study.add_trials(trials)
     _console().print(f"Imported {len(added)} finished trials into study {name!r} ({store.url}).")
 

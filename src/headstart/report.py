@@ -25,6 +25,7 @@ from typing import Any
 
 from headstart import plots
 from headstart.exceptions import HeadstartError
+from headstart.importance import parameter_importance
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
@@ -94,19 +95,21 @@ def _sections(study: Any) -> list[str]:
     )
     out.append(_figure("Convergence", plots.plot_convergence(study)))
     free = [c.name for c in study.space.columns]
-    if len(done) >= 3 and free:
+    shares = parameter_importance(study) if len(done) >= 3 and free else None
+    if shares is not None:
         out.append(
             _figure(
                 "Parameter importance",
-                plots.plot_importance(study),
+                plots.plot_importance(study, shares=shares),
                 "Total-effect Sobol indices of a GP fitted to the completed trials, as shares "
                 "(see headstart.importance).",
             )
         )
     if free:
         out.append(_figure("Slices", plots.plot_slice(study)))
-    if len(done) >= 3 and len(free) >= 2:
-        out.append(_figure("Contour (GP mean)", plots.plot_contour(study)))
+    if shares is not None and len(free) >= 2:
+        x, y = list(shares)[:2]  # the two most important, as plot_contour's default
+        out.append(_figure("Contour (GP mean)", plots.plot_contour(study, x, y)))
     if free:
         out.append(_figure("Parallel coordinates", plots.plot_parallel_coordinates(study)))
     spec = study.config.spec

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from headstart._config import DIRECTIONS, StudyConfig
-from headstart._methods import get_method, transfer_method_names
+from headstart._methods import check_source_arguments
 from headstart._study import Study
 from headstart._trial import Trial, check_value
 from headstart.exceptions import (
@@ -225,7 +225,7 @@ def create_study(
     config = config.with_kernel_checked([c.kind for c in space.columns])  # fail here, not at ask()
     if belief is not None:
         belief.validate()  # a broken density fails here, not mid-run
-    spec = get_method(method)
+    spec = check_source_arguments(method, transfer_from, prior_model)
     store = get_storage(storage)
     with contextlib.suppress(UnknownStudyError):  # refuse a bad resume before storing anything
         existing = store.get_study(name)
@@ -240,24 +240,9 @@ def create_study(
             transfer_from, prior_model, store, exclude=(name,), seed=config.seed
         )
         config = dataclasses.replace(config, prior_model=key)
-    elif prior_model is not None:
-        raise InvalidSettingError(
-            f"prior_model is for method='mphd' (a prior pre-trained on other search spaces); "
-            f"method={method!r} does not use it."
-        )
     elif transfer_from is not None:
-        if not spec.uses_sources:
-            raise InvalidSettingError(
-                f"transfer_from needs a transfer method; method={method!r} ignores earlier tasks. "
-                f"Use method='scaml' (or one of {transfer_method_names()})."
-            )
         tasks = resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,))
         config = dataclasses.replace(config, transfer=save_meta_data(store, tasks))
-    elif spec.uses_sources:
-        raise InvalidSettingError(
-            f"method={method!r} learns from earlier tasks; pass transfer_from=... (study names, "
-            "'all', a DataFrame or MetaTasks), or use method='gp'."
-        )
     settings = config.to_json()
     try:
         record = store.create_study(

@@ -81,9 +81,12 @@ def _draw_regret(ax, rows, colors) -> None:
     ax.grid(alpha=0.3, which="both")
 
 
-def draw_mean_curves(ax, frame, column: str, ylabel: str) -> None:
-    """One line per method: the mean of ``column`` over tasks and seeds at each evaluation."""
-    curve = frame.groupby(["method", "iteration"])[column].mean().unstack(0)
+def draw_mean_curves(
+    ax, frame, column: str, ylabel: str, *, x: str = "iteration", stat: str = "mean"
+) -> None:
+    """One line per method: ``stat`` (``"mean"``, ``"median"``) of ``column`` over tasks and
+    seeds at each value of ``x`` (the evaluation count), on a log scale."""
+    curve = frame.groupby(["method", x])[column].agg(stat).unstack(0)
     for method in curve.columns:
         ax.plot(curve.index, curve[method], label=method)
     ax.set_yscale("log")

@@ -43,7 +43,7 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.trial import FrozenTrial, TrialState
 
 from headstart._config import StudyConfig
-from headstart._methods import get_method
+from headstart._methods import check_source_arguments
 from headstart._strategy import Strategy
 from headstart.exceptions import InvalidSettingError
 from headstart.integrations.optuna_space import space_from_distributions, to_optuna_value
@@ -134,17 +134,7 @@ class HeadstartSampler(BaseSampler):
                 f"HeadstartSampler got unknown setting(s) {unknown}; it takes the model settings "
                 f"of create_study: {sorted(fields - internal)}."
             )
-        spec = get_method(method)
-        if spec.uses_sources and transfer_from is None and prior_model is None:
-            raise InvalidSettingError(
-                f"method={method!r} learns from earlier runs; pass transfer_from=[...] (Optuna "
-                "studies, DataFrames, ...), or use method='gp'."
-            )
-        if transfer_from is not None and not spec.uses_sources:
-            raise InvalidSettingError(
-                f"transfer_from needs a transfer method; method={method!r} ignores it. Use "
-                "method='scaml'."
-            )
+        check_source_arguments(method, transfer_from, prior_model)
         self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
         self._config = StudyConfig(
             method=method,
@@ -218,7 +208,7 @@ class HeadstartSampler(BaseSampler):
         for t in trials:
             if t.state == TrialState.RUNNING and t.number != trial.number:
                 params = _running_params(t)
-                if all(n in params for n in names):
+                if params.keys() >= wanted:
                     pending.append({n: params[n] for n in names})
         strategy = self._strategy(search_space, study)
         suggestion = strategy.suggest(

@@ -168,6 +168,16 @@ def save_prior_model(prior: PriorModel, name: str, store: Storage) -> str:
     return key
 
 
+def check_prior_arguments(transfer_from: Any, prior_model: Any) -> None:
+    """Raise :class:`InvalidSettingError` unless exactly one of the two is given (MPHD)."""
+    if (transfer_from is None) == (prior_model is None):
+        raise InvalidSettingError(
+            "method='mphd' needs exactly one of transfer_from=... (earlier studies on any search "
+            "space, or 'all': a prior is pre-trained on them) and prior_model=... (a saved prior "
+            "file or name)."
+        )
+
+
 def resolve_prior_model(
     transfer_from: Any,
     prior_model: Any,
@@ -184,12 +194,7 @@ def resolve_prior_model(
         PriorModelError: an unreadable prior file or unknown prior name.
         PretrainingDataError: too few usable spaces to pre-train on.
     """
-    if (transfer_from is None) == (prior_model is None):
-        raise InvalidSettingError(
-            "method='mphd' needs exactly one of transfer_from=... (earlier studies on any search "
-            "space, or 'all': a prior is pre-trained on them) and prior_model=... (a saved prior "
-            "file or name)."
-        )
+    check_prior_arguments(transfer_from, prior_model)
     if prior_model is not None:
         prior = load_prior_model(prior_model, store)
         key = f"{PRIOR_KEY}/{prior.to_json()['sha256'][:32]}"
