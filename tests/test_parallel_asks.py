@@ -225,3 +225,34 @@ def test_trial_cache_reads_only_changes_and_misses_none():
         (r.number, r.state) for r in store.get_trials(study._id)
     ]
     assert len(cache.finished_keys) == 2
+
+
+def _set_attrs(url: str, name: str, barrier, worker: int) -> None:
+    study = hs.load_study(name, url)
+    trial = study.trials[0]
+    for i in range(ROUNDS):
+        barrier.wait(timeout=120)
+        study.set_user_attr(f"w{worker}-{i}", i)  # read-modify-write of one JSON column
+        trial.set_user_attr(f"w{worker}-{i}", worker)
+
+
+def test_overlapping_user_attribute_writes_lose_none(tmp_path):
+    for url in _urls(tmp_path):
+        name = f"attrs-{uuid.uuid4().hex[:8]}"
+        study = hs.create_study(name, _space(), storage=url, method="random", seed=0)
+        study.tell(study.ask(), 1.0)
+        ctx = mp.get_context("spawn")
+        barrier = ctx.Barrier(N_WORKERS)
+        procs = [
+            ctx.Process(target=_set_attrs, args=(url, name, barrier, w)) for w in range(N_WORKERS)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=300)
+        assert [p.exitcode for p in procs] == [0] * N_WORKERS
+        loaded = hs.load_study(name, url)
+        expected = {f"w{w}-{i}" for w in range(N_WORKERS) for i in range(ROUNDS)}
+        assert set(loaded.user_attrs) == expected
+        assert set(loaded.trials[0].user_attrs) >= expected
+        hs.delete_study(name, url)
