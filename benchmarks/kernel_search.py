@@ -37,7 +37,9 @@ import numpy as np
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 DATASETS = "airline,mauna-loa,airfoil,ccpp,concrete"
-METHODS = ("bosot", "greedy", "random")
+METHODS = ("bosot", "bosot-paper", "greedy", "random")
+KNOWN_METHODS = "bosot,bosot-paper,greedy"
+CHECKPOINTS = (20, 50)
 CURVE_COLUMNS = ["dataset", "method", "seed", "call", "expression", "score", "best",
                  "oracle_seconds", "acquisition_seconds", "phase"]  # fmt: skip
 FINAL_COLUMNS = ["dataset", "method", "seed", "calls", "best_expression", "best_score",
@@ -96,14 +98,18 @@ def run_job(dataset: str, method: str, seed: int, budget: int, restarts: int, n_
     from headstart.benchmarks.kernel_datasets import load_dataset
     from headstart.kernels.grammar import KernelGrammar
     from headstart.kernels.oracle import Oracle
-    from headstart.kernels.strategies import BOSOT, STRATEGIES
+    from headstart.kernels.strategies import STRATEGIES
 
     torch.set_num_threads(1)
     data = load_dataset(dataset, n_train)
     cache = JsonlCache(Path(cache_dir) / f"{dataset}-n{len(data.y_train)}-r{restarts}.jsonl")
     oracle = Oracle(data.X_train, data.y_train, restarts=restarts, cache=cache)
     grammar = KernelGrammar(data.X_train.shape[1], data.space)
-    strategy = BOSOT(steps=data.ea_steps) if method == "bosot" else STRATEGIES[method]()
+    strategy = (
+        STRATEGIES[method](steps=data.ea_steps)
+        if method.startswith("bosot")
+        else STRATEGIES[method]()
+    )
     rng = np.random.default_rng(10_000 * seed + 17)
     history = strategy.run(grammar, oracle, budget, rng)
     rows, best = [], -math.inf
@@ -253,7 +259,7 @@ def write_report(out: Path, budget: int, command: str) -> str:
     curves = _curves(curves_frame, budget)
     datasets = list(dict.fromkeys(curves_frame["dataset"]))
     fig, axes = plt.subplots(2, len(datasets), figsize=(4.2 * len(datasets), 6.8), squeeze=False)
-    colors = {"bosot": "C0", "greedy": "C1", "random": "C2"}
+    colors = {"bosot": "C0", "greedy": "C1", "random": "C2", "bosot-paper": "C3"}
     timed = _time_curves(curves_frame)
     for col, dataset in enumerate(datasets):
         ax, ax_t = axes[0, col], axes[1, col]
@@ -335,6 +341,134 @@ def write_report(out: Path, budget: int, command: str) -> str:
     return text
 
 
+def truths(out: Path, datasets: list[str], restarts: int) -> dict[str, float]:
+    """The oracle's score of each known-structure set's generating kernel (cached in JSON)."""
+    from headstart.benchmarks.kernel_datasets import load_dataset
+    from headstart.benchmarks.kernel_structures import STRUCTURES, truth_score
+
+    path = out / "truths.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    for name in datasets:
+        key = f"{name}-r{restarts}"
+        if key not in known:
+            data = load_dataset(name)
+            known[key] = truth_score(STRUCTURES[name], data.X_train, data.y_train, restarts)
+            path.write_text(json.dumps(known, indent=1, sort_keys=True))
+    return {name: known[f"{name}-r{restarts}"] for name in datasets}
+
+
+def write_known_report(out: Path, budget: int, restarts: int, command: str) -> str:
+    """Known-structure suite: best score as a fraction of the truth's, vs calls and vs time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from headstart.benchmarks.kernel_structures import STRUCTURES, fraction
+
+    frame = pd.read_csv(out / "kernel_search.csv")
+    datasets = [d for d in STRUCTURES if d in set(frame.dataset)]
+    truth = truths(out, datasets, restarts)
+    frame["fraction"] = [fraction(b, truth[d]) for d, b in zip(frame.dataset, frame.best, strict=True)]
+    frame["seconds"] = frame.oracle_seconds + frame.acquisition_seconds
+    frame["elapsed"] = frame.groupby(["dataset", "method", "seed"]).seconds.cumsum()
+    methods = [m for m in METHODS if m in set(frame.method)]
+    checkpoints = [c for c in CHECKPOINTS if c <= budget]
+
+    def at(run, call: int, column: str) -> float:
+        """A run's value after ``call`` calls (its last value if it stopped earlier)."""
+        run = run[run.call <= call]
+        return float(run[column].iloc[-1])
+
+    rows = []
+    for (dataset, method, seed), run in frame.groupby(["dataset", "method", "seed"]):
+        run = run.sort_values("call")
+        for c in checkpoints:
+            rows.append({"dataset": dataset, "method": method, "seed": seed, "calls": c,
+                         "fraction": at(run, c, "fraction"), "seconds": at(run, c, "elapsed")})  # fmt: skip
+    cp = pd.DataFrame(rows)
+    med = cp.groupby(["dataset", "method", "calls"])[["fraction", "seconds"]].median()
+    seeds = frame.groupby(["dataset", "method"]).seed.nunique()
+
+    fig, axes = plt.subplots(2, len(datasets), figsize=(3.2 * len(datasets), 6), squeeze=False)
+    colors = {"bosot": "C0", "greedy": "C1", "random": "C2", "bosot-paper": "C3"}
+    for col, dataset in enumerate(datasets):
+        for method in methods:
+            runs = frame[(frame.dataset == dataset) & (frame.method == method)]
+            if runs.empty:
+                continue
+            curves = []
+            for _, run in runs.groupby("seed"):
+                f = run.sort_values("call").fraction.to_numpy()
+                curves.append(np.concatenate([f, np.full(budget - len(f), f[-1])])[:budget])
+            m = np.median(curves, axis=0)
+            axes[0, col].plot(np.arange(1, budget + 1), m, color=colors[method], label=method)
+            t = [run.sort_values("call") for _, run in runs.groupby("seed")]
+            grid = np.geomspace(max(min(r.elapsed.iloc[0] for r in t), 1e-2),
+                                max(r.elapsed.iloc[-1] for r in t), 60)  # fmt: skip
+            vals = [np.interp(grid, r.elapsed, r.fraction, left=np.nan) for r in t]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                axes[1, col].plot(grid, np.nanmedian(vals, 0), color=colors[method])
+        axes[0, col].set_title(f"{dataset}\n{STRUCTURES[dataset].expression}", fontsize=8)
+        axes[0, col].set_xlabel("oracle calls")
+        axes[1, col].set_xscale("log")
+        axes[1, col].set_xlabel("seconds")
+        for ax in axes[:, col]:
+            ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    axes[0, 0].set_ylabel("best / truth (median)")
+    axes[1, 0].set_ylabel("best / truth (median)")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "kernel_search_known.png", dpi=90)
+    plt.close(fig)
+
+    lines = [
+        "# Kernel search on data with a known structure\n",
+        f"Generated by `{command}`. Each data set is a draw from a GP whose kernel is known "
+        "(:mod:`headstart.benchmarks.kernel_structures`). `fraction` is the best log evidence / N "
+        "found as a share of the truth's gain over i.i.d. noise, `(best - null) / (truth - null)`, "
+        "with `truth` the oracle's score of the generating expression on the same training data "
+        "(MAP started also from the true hyperparameters) and `null = -(log 2π + 1)/2`; above 1 "
+        "means a kernel with more evidence than the truth. `seconds` is the run's oracle plus "
+        f"acquisition time after that many calls. Medians over seeds; MAP restarts {restarts}.\n",
+        "![fraction of the truth vs calls and seconds](kernel_search_known.png)\n",
+    ]
+    head = "| data set | truth | N | method | seeds | " + " | ".join(
+        f"fraction @{c} | seconds @{c}" for c in checkpoints
+    )
+    lines += [head + " |", "|" + "---|" * (5 + 2 * len(checkpoints))]
+    for dataset in datasets:
+        spec = STRUCTURES[dataset]
+        for method in methods:
+            if (dataset, method) not in seeds:
+                continue
+            cells = []
+            for c in checkpoints:
+                f, t = med.loc[(dataset, method, c)]
+                cells.append(f"{f:.3f} | {t:.1f}")
+            lines.append(f"| {dataset} | `{spec.expression}` | {spec.n} | {method} | "
+                         f"{seeds[dataset, method]} | " + " | ".join(cells) + " |")  # fmt: skip
+    lines += ["", "## Default BOSOT against greedy (issue 17 targets)", ""]
+    for c in checkpoints:
+        ok_f, ok_t = [], []
+        for dataset in datasets:
+            if (dataset, "bosot", c) in med.index and (dataset, "greedy", c) in med.index:
+                b, g = med.loc[(dataset, "bosot", c)], med.loc[(dataset, "greedy", c)]
+                ok_f.append(b.fraction >= g.fraction - 1e-9)
+                ok_t.append(b.seconds / g.seconds)
+        if ok_f:
+            lines.append(
+                f"- @{c} calls: median fraction at or above greedy's on {sum(ok_f)}/{len(ok_f)} "
+                f"data sets ({100 * np.mean(ok_f):.0f}%; target 80%); median over data sets of "
+                f"the wall-time ratio to greedy {np.median(ok_t):.2f}x (target <= 1.5x)."
+            )
+    text = "\n".join(lines) + "\n"
+    (out / "kernel_search_known.md").write_text(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--datasets", default=DATASETS, help=f"Comma-separated; default {DATASETS}.")
@@ -348,17 +482,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="Parallel jobs (processes).")
     p.add_argument("--out", type=Path, default=None, help=f"Output directory (default {DOCS_DIR}).")
     p.add_argument("--report-only", action="store_true", help="Rewrite the report from the CSV.")
+    p.add_argument("--suite", choices=("real", "known"), default="real",
+                   help="real: the five real data sets (default); known: the known-structure "
+                   "suite (all of it unless --datasets names some), methods "
+                   f"{KNOWN_METHODS} unless --methods is given.")  # fmt: skip
     p.add_argument(
         "--smoke", action="store_true", help="synthetic data, budget 6, 1 seed, temp dir"
     )
     args = p.parse_args(argv)
+    known = args.suite == "known"
+    if known:
+        from headstart.benchmarks.kernel_structures import STRUCTURES
+
+        if args.datasets == DATASETS:
+            args.datasets = ",".join(STRUCTURES)
+        if args.methods == ",".join(METHODS):
+            args.methods = KNOWN_METHODS
     datasets = [d for d in args.datasets.split(",") if d]
     methods = [m for m in args.methods.split(",") if m]
     seeds, budget, out = _parse_seeds(args.seeds), args.budget, args.out
     if args.smoke:
         datasets, seeds, budget = ["synthetic"], [0], 6
         out = out or Path(tempfile.mkdtemp(prefix="kernel_search_smoke_"))
-    out = out or DOCS_DIR
+    out = out or (DOCS_DIR / "kernel_search_known" if known else DOCS_DIR)
     out.mkdir(parents=True, exist_ok=True)
     curve_csv, final_csv = out / "kernel_search.csv", out / "kernel_search_final.csv"
     cache_dir = out / "kernel_search_cache"
@@ -398,6 +544,11 @@ def main(argv: list[str] | None = None) -> int:
     if not curve_csv.exists():
         print(f"No results in {curve_csv}.", file=sys.stderr)
         return 1
+    if known:
+        command = (f"python benchmarks/kernel_search.py --suite known --seeds {args.seeds} "
+                   f"--budget {budget} --restarts {args.restarts} --methods {args.methods}")  # fmt: skip
+        sys.stdout.write(write_known_report(out, budget, args.restarts, command))
+        return 0
     sys.stdout.write(write_report(out, budget, command))
     return 0
 

@@ -53,7 +53,7 @@ def test_search_returns_the_best_kernel_and_a_model_in_user_units():
     assert list(frame["call"]) == list(range(1, 7)) and frame["best"].is_monotonic_increasing
 
 
-@pytest.mark.parametrize("method", ["greedy", "random"])
+@pytest.mark.parametrize("method", ["greedy", "random", "bosot-paper"])
 def test_search_baselines_through_the_same_entry_point(method):
     X, y = _series(25)
     result = search(X, y, budget=5, restarts=1, method=method, space="se-rq", progress=False)

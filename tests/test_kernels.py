@@ -35,6 +35,7 @@ from headstart.kernels.oracle import (
     log_posterior,
     period_floor,
 )
+from headstart.kernels.simplify import simplify
 from headstart.kernels.sot import (
     TreeFeatures,
     distance_matrices,
@@ -321,8 +322,10 @@ def _leaves(tree):
 
 
 @pytest.mark.parametrize(
-    "strategy", [BOSOT(population=20, steps=3), GreedySearch(), RandomSearch()]
-)
+    "strategy",
+    [BOSOT(population=20, steps=3), BOSOT.paper(population=20, steps=3), GreedySearch(),
+     RandomSearch()],
+)  # fmt: skip
 def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
     X, y = _tiny_data(12)
     g = KernelGrammar(1, "full")
@@ -331,6 +334,8 @@ def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
     assert 1 <= len(history) <= 9 and calls == history
     keys = [canonical(e.result.tree) for e in history]
     assert len(keys) == len(set(keys))
+    if not isinstance(strategy, BOSOT) or strategy.simplify:  # scored and shown simplified
+        assert all(simplify(e.result.tree) == e.result.tree for e in history)
     if not isinstance(strategy, GreedySearch):
         assert len(history) == 9
     else:  # greedy starts with every base kernel

@@ -86,7 +86,16 @@ def _synthetic(n: int = 400) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_dataset(name: str, n_train: int | None = None) -> KernelDataset:
-    """The scaled split of ``name`` with ``n_train`` training points (default: the paper's)."""
+    """The scaled split of ``name`` with ``n_train`` training points (default: the paper's).
+
+    Names of :data:`headstart.benchmarks.kernel_structures.STRUCTURES` (``ks-...``) give the
+    known-structure sets (their own size and space; 10 EA steps).
+    """
+    from headstart.benchmarks.kernel_structures import STRUCTURES, draw
+
+    if name in STRUCTURES:
+        spec = STRUCTURES[name]
+        return KernelDataset(name, *draw(spec, n_train), spec.space, 10)
     if name not in SETTINGS:
         raise KeyError(f"Unknown kernel-search data set {name!r}; choose from {sorted(SETTINGS)}.")
     space, steps, default_n = SETTINGS[name]

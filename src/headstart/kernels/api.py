@@ -192,7 +192,9 @@ def search(
         y: ``N`` targets (standardised internally).
         budget: Oracle calls (kernels scored).
         space: ``"full"`` (SE, LIN, PER, RQ on every input), ``"se-rq"``, or a list of kinds.
-        method: ``"bosot"`` (default), ``"greedy"`` or ``"random"``.
+        method: ``"bosot"`` (default: BOSOT with the measured improvements of
+            :class:`~headstart.kernels.strategies.BOSOT`), ``"bosot-paper"`` (the paper's
+            Alg. 1-2), ``"greedy"`` or ``"random"``.
         criterion: ``"laplace"`` (log evidence / N) or ``"bic"``.
         restarts: MAP restarts per oracle call (paper: 10).
         workers: Processes that score kernels in parallel: the initial design, greedy's stages,
@@ -223,7 +225,7 @@ def search(
     grammar = KernelGrammar(X.shape[1], space)
     scaler = Scaler.fit(X, y)
     Xs, ys = scaler.x(X), scaler.y(y)
-    strategy = STRATEGIES[method](steps=ea_steps) if method == "bosot" else STRATEGIES[method]()
+    strategy = STRATEGIES[method](steps=ea_steps) if method.startswith("bosot") else STRATEGIES[method]()
     from headstart._progress import KernelSearchProgress
 
     with (

@@ -28,14 +28,8 @@ import math
 
 import torch
 
-from headstart.kernels.grammar import Base, Op, Tree, leaves
+from headstart.kernels.grammar import PARAM_NAMES, Base, Op, Tree, leaves
 
-PARAM_NAMES = {
-    "SE": ("variance", "lengthscale"),
-    "LIN": ("variance", "offset"),
-    "PER": ("variance", "lengthscale", "period"),
-    "RQ": ("variance", "lengthscale", "alpha"),
-}
 GAMMA_PRIORS = {
     "variance": (2.0, 3.0),
     "offset": (2.0, 3.0),

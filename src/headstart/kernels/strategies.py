@@ -26,9 +26,11 @@ import numpy as np
 
 from headstart._engine.threads import limit_threads
 from headstart.exceptions import InvalidSettingError
+from headstart.kernels.cost import OracleCostModel
 from headstart.kernels.grammar import KernelGrammar, Tree, canonical
 from headstart.kernels.metagp import SOTMetaGP
 from headstart.kernels.oracle import Oracle, OracleResult
+from headstart.kernels.simplify import simplify
 from headstart.kernels.sot import TreeFeatures
 
 Callback = Callable[["Evaluation"], None]
@@ -44,12 +46,20 @@ class Evaluation:
 
 
 class _Run:
-    """Book-keeping shared by the strategies: budget, seen kernels, callback."""
+    """Book-keeping shared by the strategies: budget, seen kernels, callback.
 
-    def __init__(self, oracle: Oracle, budget: int, callback: Callback | None) -> None:
+    With ``simplify`` (the default) every proposed kernel is first replaced by its canonical
+    simplified form (:func:`~headstart.kernels.simplify.simplify`), so ``RQ[1] + RQ[1]`` is
+    scored, stored and shown as ``RQ[1]``, and counts as seen once ``RQ[1]`` has been scored.
+    """
+
+    def __init__(
+        self, oracle: Oracle, budget: int, callback: Callback | None, simplify: bool = True
+    ) -> None:
         if int(budget) < 1:
             raise InvalidSettingError(f"The kernel search budget must be at least 1; got {budget}.")
         self.oracle, self.budget, self.callback = oracle, int(budget), callback
+        self.simplify = simplify
         self.history: list[Evaluation] = []
         self.seen: set[str] = set()
 
@@ -57,10 +67,18 @@ class _Run:
     def left(self) -> int:
         return self.budget - len(self.history)
 
+    def form(self, tree: Tree) -> Tree:
+        """The form in which ``tree`` is scored: simplified, unless the run keeps expressions."""
+        return simplify(tree) if self.simplify else tree
+
+    def key(self, tree: Tree) -> str:
+        return canonical(self.form(tree))
+
     def new(self, trees: list[Tree]) -> list[Tree]:
-        """``trees`` without kernels already scored or repeated, in order."""
+        """``trees`` in scored form, without kernels already scored or repeated, in order."""
         out, keys = [], set()
         for t in trees:
+            t = self.form(t)
             key = canonical(t)
             if key not in self.seen and key not in keys:
                 out.append(t)
@@ -89,6 +107,23 @@ class _Run:
 class BOSOT:
     """Bayesian optimisation over kernel structures with the SOT kernel-kernel (BOSOT).
 
+    The default adds four measured changes to the paper's Alg. 1-2 (issue 17,
+    ``docs/benchmarks/kernel_search.md``); :meth:`paper` turns them all off:
+
+    * ``simplify``: kernels are scored in canonical simplified form
+      (:func:`~headstart.kernels.simplify.simplify`), so redundant forms such as ``RQ[1] + RQ[1]``
+      are neither re-scored nor shown;
+    * ``cost_aware``: the acquisition is ``EI / c^gamma`` with ``c`` the oracle time predicted
+      from the kernel's size (:class:`~headstart.kernels.cost.OracleCostModel`) and ``gamma``
+      cooled from 1 (EI per second) after the initial design to 0 (plain EI) at the end of the
+      budget (cost cooling, Lee et al. 2020);
+    * ``local``: the EA's first population holds the ``incumbents`` best kernels scored so far
+      besides the base kernels, and every neighbour of the best one (greedy's next stage) is a
+      candidate too, ranked by the acquisition instead of tried in random order;
+    * ``shrink``: a share ``shrink`` of the EA's moves removes a node instead of adding one
+      (:meth:`~headstart.kernels.grammar.KernelGrammar.random_removal`), so proposals can get
+      smaller.
+
     Args:
         population: EA population ``P`` (paper: 100).
         n_offspring: Children per survivor (paper: 4); ``P / (n_offspring + 1)`` survive.
@@ -98,9 +133,11 @@ class BOSOT:
             first.
         xi: EI's exploration offset (0.01).
         batch_size: Kernels proposed per iteration; default: the oracle's ``workers`` (1 is the
-            paper's sequential BOSOT). A batch is chosen by maximising EI, adding the choice to
-            the meta-GP at its predicted score (kriging believer), and maximising again; the
-            batch is then scored in parallel.
+            paper's sequential BOSOT). A batch is chosen by maximising the acquisition, adding
+            the choice to the meta-GP at its predicted score (kriging believer), and maximising
+            again; the batch is then scored in parallel.
+        simplify, cost_aware, local, shrink: The changes above (``shrink`` is a probability).
+        incumbents: How many of the best scored kernels seed the EA when ``local``.
     """
 
     name = "bosot"
@@ -114,15 +151,33 @@ class BOSOT:
         n_initial: int | None = None,
         xi: float = 0.01,
         batch_size: int | None = None,
+        simplify: bool = True,
+        cost_aware: bool = True,
+        local: bool = True,
+        shrink: float = 0.2,
+        incumbents: int = 5,
+        expand: int = 1,
+        evolve: bool = True,
     ) -> None:
         if population < n_offspring + 1 or n_offspring < 1 or steps < 1:
             raise InvalidSettingError(
                 "BOSOT needs population >= n_offspring + 1, n_offspring >= 1 and steps >= 1; got "
                 f"population={population}, n_offspring={n_offspring}, steps={steps}."
             )
+        if not 0.0 <= shrink < 1.0:
+            raise InvalidSettingError(f"BOSOT's shrink must be in [0, 1); got {shrink}.")
         self.population, self.n_offspring, self.steps = population, n_offspring, steps
         self.n_initial, self.xi, self.batch_size = n_initial, xi, batch_size
+        self.simplify, self.cost_aware, self.local = simplify, cost_aware, local
+        self.shrink, self.incumbents = float(shrink), int(incumbents)
+        self.expand, self.evolve = int(expand), bool(evolve)
         self.last_model: SOTMetaGP | None = None
+
+    @classmethod
+    def paper(cls, **kwargs) -> BOSOT:
+        """The paper's BOSOT (Alg. 1-2): plain EI, EA from the base kernels, no simplification."""
+        options = {"simplify": False, "cost_aware": False, "local": False, "shrink": 0.0}
+        return cls(**{**options, **kwargs})
 
     def initial_design(self, grammar: KernelGrammar, rng: np.random.Generator, budget: int):
         walks = []
@@ -132,6 +187,8 @@ class BOSOT:
         order = rng.permutation(len(walks))
         design = list(grammar.base_kernels) + [walks[i] for i in order]
         n = self.n_initial or min(3 * len(grammar.base_kernels), max(1, budget // 2))
+        if self.n_initial == -1:  # the base kernels only
+            n = min(len(grammar.base_kernels), budget)
         return design, n
 
     def run(
@@ -142,10 +199,11 @@ class BOSOT:
         rng: np.random.Generator,
         callback: Callback | None = None,
     ) -> list[Evaluation]:
-        run = _Run(oracle, budget, callback)
+        run = _Run(oracle, budget, callback, simplify=self.simplify)
         design, n_initial = self.initial_design(grammar, rng, budget)
         run.score(run.new(design)[:n_initial], phase="initial")
         features: dict[str, TreeFeatures] = {}
+        start_left = max(run.left, 1)
         while run.left > 0:
             start = time.perf_counter()
             observed = [e.result for e in run.history]
@@ -155,42 +213,79 @@ class BOSOT:
                     grammar.n_dims, features,
                 )  # fmt: skip
                 self.last_model = model
+                cost = None
+                if self.cost_aware:
+                    cost = (
+                        OracleCostModel.fit([r.tree for r in observed], [r.seconds for r in observed]),
+                        run.left / start_left,  # gamma: 1 after the initial design, 0 at the end
+                    )  # fmt: skip
+                ranked = sorted((r for r in observed if not r.failed), key=lambda r: -r.score)
+                incumbents = [r.tree for r in ranked[: self.incumbents]] if self.local else []
                 batch: list[Tree] = []
                 taken = set(run.seen)
                 for j in range(min(self.batch_size or oracle.workers, run.left)):
                     if j:  # later members of a batch: kriging believer on the earlier ones
                         model = model.with_fantasy(batch[-1])
-                    batch.append(self.maximize_ei(grammar, model, taken, rng))
-                    taken.add(canonical(batch[-1]))
+                    choice = self.maximize_acquisition(
+                        grammar, model, run, taken, rng, incumbents, cost
+                    )
+                    batch.append(choice)
+                    taken.add(run.key(choice))
             run.score(batch, time.perf_counter() - start)
         return run.history
 
-    def maximize_ei(
+    def acquisition(self, model: SOTMetaGP, trees: list[Tree], cost) -> np.ndarray:
+        """EI, divided by the predicted oracle seconds to the power ``gamma`` if cost-aware."""
+        ei = model.expected_improvement(trees, xi=self.xi)
+        if cost is None:
+            return ei
+        cost_model, gamma = cost
+        return ei / cost_model.predict(trees) ** gamma
+
+    def maximize_acquisition(
         self,
         grammar: KernelGrammar,
         model: SOTMetaGP,
+        run: _Run,
         seen: set[str],
         rng: np.random.Generator,
+        incumbents: list[Tree] = (),
+        cost=None,
     ) -> Tree:
-        """Alg. 2: evolve a population from the base kernels, return the best unseen kernel by EI."""
-        pop: list[Tree] = list(grammar.base_kernels)
-        while len(pop) < self.population:
-            pop.append(grammar.random_move(pop[int(rng.integers(len(pop)))], rng))
+        """Alg. 2: evolve a population from the base kernels (and incumbents, if ``local``), and
+        return the best unseen kernel by the acquisition (in the run's scored form)."""
+        pop: list[Tree] = [run.form(t) for t in (*grammar.base_kernels, *incumbents)]
+        while self.evolve and len(pop) < self.population:
+            pop.append(self.mutate(grammar, pop[int(rng.integers(len(pop)))], run, rng))
         n_survive = self.population // (self.n_offspring + 1)
-        best_tree, best_ei = None, -np.inf
-        for _ in range(self.steps):
-            ei = model.expected_improvement(pop, xi=self.xi)
-            ei[[canonical(t) in seen for t in pop]] = -np.inf
-            i = int(np.argmax(ei))
-            if ei[i] > best_ei:
-                best_tree, best_ei = pop[i], float(ei[i])
-            survivors = [pop[j] for j in np.argsort(-ei, kind="stable")[:n_survive]]
+        best_tree, best_value = None, -np.inf
+        if incumbents:  # greedy's next stages, ranked by the acquisition
+            neighbours = [
+                run.form(t) for inc in incumbents[: self.expand] for t in grammar.neighbours(inc)
+            ]
+            value = self.acquisition(model, neighbours, cost)
+            value[[canonical(t) in seen for t in neighbours]] = -np.inf
+            i = int(np.argmax(value))
+            best_tree, best_value = neighbours[i], float(value[i])
+        for _ in range(self.steps if self.evolve else 0):
+            value = self.acquisition(model, pop, cost)
+            value[[canonical(t) in seen for t in pop]] = -np.inf
+            i = int(np.argmax(value))
+            if value[i] > best_value:
+                best_tree, best_value = pop[i], float(value[i])
+            survivors = [pop[j] for j in np.argsort(-value, kind="stable")[:n_survive]]
             pop = survivors + [
-                grammar.random_move(s, rng) for s in survivors for _ in range(self.n_offspring)
+                self.mutate(grammar, s, run, rng) for s in survivors for _ in range(self.n_offspring)
             ]
         if best_tree is None:  # every candidate was scored already: step away from one of them
-            best_tree = grammar.random_move(pop[0], rng)
+            best_tree = run.form(grammar.random_move(pop[0], rng))
         return best_tree
+
+    def mutate(self, grammar: KernelGrammar, tree: Tree, run: _Run, rng) -> Tree:
+        """One grammar move (or, with probability ``shrink``, a removal), in scored form."""
+        if self.shrink and rng.random() < self.shrink:
+            return run.form(grammar.random_removal(tree, rng))
+        return run.form(grammar.random_move(tree, rng))
 
 
 class GreedySearch:
@@ -247,7 +342,12 @@ class RandomSearch:
         return run.history
 
 
-STRATEGIES = {"bosot": BOSOT, "greedy": GreedySearch, "random": RandomSearch}
+STRATEGIES = {
+    "bosot": BOSOT,
+    "bosot-paper": BOSOT.paper,
+    "greedy": GreedySearch,
+    "random": RandomSearch,
+}
 
 
 __all__ = ["BOSOT", "STRATEGIES", "Evaluation", "GreedySearch", "RandomSearch"]
