@@ -37,9 +37,17 @@ import numpy as np
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 DATASETS = "airline,mauna-loa,airfoil,ccpp,concrete"
-METHODS = ("bosot", "bosot-paper", "greedy", "random")
-KNOWN_METHODS = "bosot,bosot-paper,greedy"
+METHODS = ("bosot", "bosot-paper", "bosot-cost", "bosot-stages", "greedy", "random")
+KNOWN_METHODS = "bosot,bosot-paper,bosot-cost,greedy"
 CHECKPOINTS = (20, 50)
+COLORS = {
+    "bosot": "C0",
+    "greedy": "C1",
+    "random": "C2",
+    "bosot-paper": "C3",
+    "bosot-cost": "C4",
+    "bosot-stages": "C5",
+}
 CURVE_COLUMNS = ["dataset", "method", "seed", "call", "expression", "score", "best",
                  "oracle_seconds", "acquisition_seconds", "phase"]  # fmt: skip
 FINAL_COLUMNS = ["dataset", "method", "seed", "calls", "best_expression", "best_score",
@@ -259,7 +267,6 @@ def write_report(out: Path, budget: int, command: str) -> str:
     curves = _curves(curves_frame, budget)
     datasets = list(dict.fromkeys(curves_frame["dataset"]))
     fig, axes = plt.subplots(2, len(datasets), figsize=(4.2 * len(datasets), 6.8), squeeze=False)
-    colors = {"bosot": "C0", "greedy": "C1", "random": "C2", "bosot-paper": "C3"}
     timed = _time_curves(curves_frame)
     for col, dataset in enumerate(datasets):
         ax, ax_t = axes[0, col], axes[1, col]
@@ -269,11 +276,11 @@ def write_report(out: Path, budget: int, command: str) -> str:
             m = curves[dataset, method]
             calls = np.arange(1, m.shape[1] + 1)
             q25, med, q75 = np.percentile(m, [25, 50, 75], axis=0)
-            ax.plot(calls, med, color=colors[method], label=f"{method} ({len(m)})")
-            ax.fill_between(calls, q25, q75, color=colors[method], alpha=0.2)
+            ax.plot(calls, med, color=COLORS[method], label=f"{method} ({len(m)})")
+            ax.fill_between(calls, q25, q75, color=COLORS[method], alpha=0.2)
             grid, tq25, tmed, tq75 = timed[dataset, method]
-            ax_t.plot(grid, tmed, color=colors[method], label=method)
-            ax_t.fill_between(grid, tq25, tq75, color=colors[method], alpha=0.2)
+            ax_t.plot(grid, tmed, color=COLORS[method], label=method)
+            ax_t.fill_between(grid, tq25, tq75, color=COLORS[method], alpha=0.2)
         ax.set_title(dataset)
         ax.set_xlabel("oracle calls")
         ax.set_ylabel("best log evidence / N")
@@ -370,11 +377,13 @@ def write_known_report(out: Path, budget: int, restarts: int, command: str) -> s
     frame = pd.read_csv(out / "kernel_search.csv")
     datasets = [d for d in STRUCTURES if d in set(frame.dataset)]
     truth = truths(out, datasets, restarts)
-    frame["fraction"] = [fraction(b, truth[d]) for d, b in zip(frame.dataset, frame.best, strict=True)]
+    frame["fraction"] = [
+        fraction(b, truth[d]) for d, b in zip(frame.dataset, frame.best, strict=True)
+    ]
     frame["seconds"] = frame.oracle_seconds + frame.acquisition_seconds
     frame["elapsed"] = frame.groupby(["dataset", "method", "seed"]).seconds.cumsum()
     methods = [m for m in METHODS if m in set(frame.method)]
-    checkpoints = [c for c in CHECKPOINTS if c <= budget]
+    checkpoints = [c for c in CHECKPOINTS if c <= budget] or [budget]
 
     def at(run, call: int, column: str) -> float:
         """A run's value after ``call`` calls (its last value if it stopped earlier)."""
@@ -392,7 +401,6 @@ def write_known_report(out: Path, budget: int, restarts: int, command: str) -> s
     seeds = frame.groupby(["dataset", "method"]).seed.nunique()
 
     fig, axes = plt.subplots(2, len(datasets), figsize=(3.2 * len(datasets), 6), squeeze=False)
-    colors = {"bosot": "C0", "greedy": "C1", "random": "C2", "bosot-paper": "C3"}
     for col, dataset in enumerate(datasets):
         for method in methods:
             runs = frame[(frame.dataset == dataset) & (frame.method == method)]
@@ -403,14 +411,14 @@ def write_known_report(out: Path, budget: int, restarts: int, command: str) -> s
                 f = run.sort_values("call").fraction.to_numpy()
                 curves.append(np.concatenate([f, np.full(budget - len(f), f[-1])])[:budget])
             m = np.median(curves, axis=0)
-            axes[0, col].plot(np.arange(1, budget + 1), m, color=colors[method], label=method)
+            axes[0, col].plot(np.arange(1, budget + 1), m, color=COLORS[method], label=method)
             t = [run.sort_values("call") for _, run in runs.groupby("seed")]
             grid = np.geomspace(max(min(r.elapsed.iloc[0] for r in t), 1e-2),
                                 max(r.elapsed.iloc[-1] for r in t), 60)  # fmt: skip
             vals = [np.interp(grid, r.elapsed, r.fraction, left=np.nan) for r in t]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                axes[1, col].plot(grid, np.nanmedian(vals, 0), color=colors[method])
+                axes[1, col].plot(grid, np.nanmedian(vals, 0), color=COLORS[method])
         axes[0, col].set_title(f"{dataset}\n{STRUCTURES[dataset].expression}", fontsize=8)
         axes[0, col].set_xlabel("oracle calls")
         axes[1, col].set_xscale("log")
@@ -502,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     methods = [m for m in args.methods.split(",") if m]
     seeds, budget, out = _parse_seeds(args.seeds), args.budget, args.out
     if args.smoke:
-        datasets, seeds, budget = ["synthetic"], [0], 6
+        datasets, seeds, budget = ["ks-per+lin" if known else "synthetic"], [0], 6
         out = out or Path(tempfile.mkdtemp(prefix="kernel_search_smoke_"))
     out = out or (DOCS_DIR / "kernel_search_known" if known else DOCS_DIR)
     out.mkdir(parents=True, exist_ok=True)

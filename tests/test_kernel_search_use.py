@@ -223,13 +223,31 @@ def test_kernel_search_benchmark_smoke(tmp_path):
     assert module.main(["--smoke", "--workers", "1", "--out", str(tmp_path)]) == 0
     curves = pd.read_csv(tmp_path / "kernel_search.csv")
     final = pd.read_csv(tmp_path / "kernel_search_final.csv")
-    assert set(final.method) == {"bosot", "greedy", "random"}
+    assert set(final.method) == {"bosot", "bosot-paper", "bosot-cost", "greedy", "random"}
     assert curves.groupby("method").call.max().max() == 6
     assert (tmp_path / "kernel_search.png").stat().st_size > 10_000
     assert "BOSOT vs greedy" in (tmp_path / "kernel_search.md").read_text()
     # resumable: a second run re-uses every job
     assert module.main(["--smoke", "--workers", "1", "--out", str(tmp_path)]) == 0
     assert len(pd.read_csv(tmp_path / "kernel_search_final.csv")) == len(final)
+
+
+def test_kernel_search_known_structure_benchmark_smoke(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "kernel_search", ROOT / "benchmarks" / "kernel_search.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = ["--suite", "known", "--smoke", "--workers", "1", "--restarts", "1", "--out"]
+    assert module.main([*args, str(tmp_path)]) == 0
+    final = pd.read_csv(tmp_path / "kernel_search_final.csv")
+    assert set(final.method) == {"bosot", "bosot-paper", "bosot-cost", "greedy"}
+    assert set(final.dataset) == {"ks-per+lin"}
+    report = (tmp_path / "kernel_search_known.md").read_text()
+    assert "`LIN[0] + PER[0]`" in report and "targets" in report
+    assert (tmp_path / "kernel_search_known.png").stat().st_size > 10_000
+    truth = json.loads((tmp_path / "truths.json").read_text())["ks-per+lin-r1"]
+    assert truth > -0.5  # the truth explains most of the variance of its own draw
 
 
 def test_a_search_whose_every_fit_failed_says_so():

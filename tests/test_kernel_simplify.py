@@ -106,9 +106,11 @@ def test_known_structure_suite_is_canonical_and_reproducible():
         assert simplify(tree) == tree, spec.name
         assert len(spec.values) == size(tree), spec.name
         assert 50 <= spec.n <= 500 and 1 <= spec.n_dims <= 5
-    X, y, X_test, y_test = draw(SUITE[0])
+    X, y, _X_test, y_test = draw(SUITE[0])
     assert X.shape == (SUITE[0].n, 1) and len(y_test) == 200
-    assert X.min() == 0.0 and X.max() == 1.0 and abs(y.mean()) < 1e-12 and y.std() == pytest.approx(1)
+    assert (
+        X.min() == 0.0 and X.max() == 1.0 and abs(y.mean()) < 1e-12 and y.std() == pytest.approx(1)
+    )
     again = draw(SUITE[0])
     assert np.array_equal(again[1], y)
 

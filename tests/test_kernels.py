@@ -323,8 +323,9 @@ def _leaves(tree):
 
 @pytest.mark.parametrize(
     "strategy",
-    [BOSOT(population=20, steps=3), BOSOT.paper(population=20, steps=3), GreedySearch(),
-     RandomSearch()],
+    [BOSOT(population=20, steps=3), BOSOT.paper(population=20, steps=3),
+     BOSOT(population=20, steps=3, cost_aware=True), BOSOT(population=20, steps=3, stages=True),
+     GreedySearch(), RandomSearch()],
 )  # fmt: skip
 def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
     X, y = _tiny_data(12)
@@ -340,6 +341,19 @@ def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
         assert len(history) == 9
     else:  # greedy starts with every base kernel
         assert {str(e.result.tree) for e in history[:4]} == {"SE[0]", "LIN[0]", "PER[0]", "RQ[0]"}
+
+
+def test_bosot_stages_score_greedys_neighbourhoods_in_acquisition_order():
+    X, y = _tiny_data(12)
+    g = KernelGrammar(1, "full")
+    strategy = BOSOT(population=20, steps=2, stages=True)
+    history = strategy.run(g, Oracle(X, y, restarts=1), 9, np.random.default_rng(0))
+    first = [e.result for e in history[:4]]
+    assert {r.expression for r in first} == {"SE[0]", "LIN[0]", "PER[0]", "RQ[0]"}
+    best = max(first, key=lambda r: r.score).tree
+    neighbours = {canonical(simplify(t)) for t in g.neighbours(best)}
+    assert all(canonical(e.result.tree) in neighbours for e in history[4:9])
+    assert all(e.phase == "stage" for e in history) and history[5].acquisition_seconds > 0
 
 
 def test_bosot_initial_design_follows_the_paper():

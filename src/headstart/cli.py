@@ -541,7 +541,10 @@ def kernels_search(
         ),
     ] = "full",
     method: Annotated[
-        str, typer.Option(help="Search strategy: bosot (default; the paper plus simplification, cost-aware and local proposals), bosot-paper (the paper as published), greedy or random.")
+        str,
+        typer.Option(
+            help="Search strategy: bosot (default; the paper plus simplification, cost-aware and local proposals), bosot-paper (the paper as published), greedy or random."
+        ),
     ] = "bosot",
     criterion: Annotated[
         str, typer.Option(help="laplace (log evidence / N, default) or bic (BIC / N).")

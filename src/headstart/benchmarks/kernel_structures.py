@@ -138,8 +138,8 @@ def truth_score(spec: KnownStructure, X, y, restarts: int = 3, n: int | None = N
             v[0] *= span[leaf.dim] ** 2  # v x x' in scaled inputs
             v[1] /= var
         else:
-            v[1:3 if leaf.kind == "PER" else 2] = [
-                u / span[leaf.dim] for u in v[1:3 if leaf.kind == "PER" else 2]
+            v[1 : 3 if leaf.kind == "PER" else 2] = [
+                u / span[leaf.dim] for u in v[1 : 3 if leaf.kind == "PER" else 2]
             ]
         start.extend(v)
     start.append(max(spec.noise**2 / var - 1e-6, 1e-8))

@@ -8,6 +8,7 @@ Quick start::
     mean, std = result.model.predict(X_new)
 
 Modules: :mod:`~headstart.kernels.grammar` (expression trees, parsing, grammar moves),
+:mod:`~headstart.kernels.simplify` (canonical forms), :mod:`~headstart.kernels.cost` (oracle time),
 :mod:`~headstart.kernels.covariance` (kernel math, priors, GPyTorch conversion),
 :mod:`~headstart.kernels.oracle` (Laplace evidence / BIC), :mod:`~headstart.kernels.sot` (SOT
 distances), :mod:`~headstart.kernels.metagp` (the GP over kernels),
@@ -28,6 +29,7 @@ _EXPORTS = {
     "Op": "grammar",
     "canonical": "grammar",
     "parse": "grammar",
+    "simplify": "simplify",
     "KernelModel": "model",
     "TreeGP": "model",
     "Oracle": "oracle",
@@ -67,5 +69,6 @@ __all__ = [
     "load_csv",
     "parse",
     "search",
+    "simplify",
     "to_gpytorch",
 ]

@@ -225,7 +225,9 @@ def search(
     grammar = KernelGrammar(X.shape[1], space)
     scaler = Scaler.fit(X, y)
     Xs, ys = scaler.x(X), scaler.y(y)
-    strategy = STRATEGIES[method](steps=ea_steps) if method.startswith("bosot") else STRATEGIES[method]()
+    strategy = (
+        STRATEGIES[method](steps=ea_steps) if method.startswith("bosot") else STRATEGIES[method]()
+    )
     from headstart._progress import KernelSearchProgress
 
     with (

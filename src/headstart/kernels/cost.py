@@ -47,10 +47,7 @@ class OracleCostModel:
         t = np.log(np.maximum(np.asarray(seconds, dtype=np.float64), 1e-4))
         if len(d) == 0:
             return cls(0.0, 1.0)
-        if np.ptp(d) < 1e-9:
-            slope = 1.0
-        else:
-            slope = float(np.clip(np.polyfit(d, t, 1)[0], *SLOPE_RANGE))
+        slope = 1.0 if np.ptp(d) < 1e-09 else float(np.clip(np.polyfit(d, t, 1)[0], *SLOPE_RANGE))
         return cls(float(np.mean(t - slope * d)), slope)
 
     def predict(self, trees: Sequence[Tree]) -> np.ndarray:

@@ -287,19 +287,6 @@ class KernelGrammar:
         op = self.operators[(k // r) % len(self.operators)]
         return replace(tree, path, Op(op, node, self.base_kernels[k % r]))
 
-    def random_removal(self, tree: Tree, rng: np.random.Generator) -> Tree:
-        """The inverse of an extension: an inner node replaced by one of its children.
-
-        Not one of Duvenaud's moves; BOSOT's evolutionary search uses it (with
-        :meth:`random_move`) so that its population can shrink as well as grow. A base kernel
-        comes back unchanged.
-        """
-        inner = [(p, n) for p, n in nodes(tree) if isinstance(n, Op)]
-        if not inner:
-            return tree
-        path, node = inner[int(rng.integers(len(inner)))]
-        return replace(tree, path, node.left if rng.random() < 0.5 else node.right)
-
     def random_walk(self, rng: np.random.Generator, length: int) -> Tree:
         """A uniformly drawn base kernel followed by ``length`` random moves."""
         tree: Tree = self.base_kernels[int(rng.integers(len(self.base_kernels)))]

@@ -30,6 +30,7 @@ offset.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -93,7 +94,7 @@ def _chain(op: str, operands: list[Tree]) -> Tree:
 
 def _split(values: np.ndarray, trees: list[Tree]) -> list[np.ndarray]:
     bounds = np.cumsum([0, *(size(t) for t in trees)])
-    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [values[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _plan(tree: Tree) -> tuple[Tree, Lift]:
