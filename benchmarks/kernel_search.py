@@ -37,8 +37,8 @@ import numpy as np
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 DATASETS = "airline,mauna-loa,airfoil,ccpp,concrete"
-METHODS = ("bosot", "bosot-paper", "bosot-cost", "bosot-stages", "greedy", "random")
-KNOWN_METHODS = "bosot,bosot-paper,bosot-cost,greedy"
+METHODS = ("bosot", "bosot-paper", "bosot-ea", "bosot-cost", "greedy", "random")
+KNOWN_METHODS = "bosot,greedy,bosot-paper,bosot-ea,bosot-cost"
 CHECKPOINTS = (20, 50)
 COLORS = {
     "bosot": "C0",
@@ -46,7 +46,7 @@ COLORS = {
     "random": "C2",
     "bosot-paper": "C3",
     "bosot-cost": "C4",
-    "bosot-stages": "C5",
+    "bosot-ea": "C5",
 }
 CURVE_COLUMNS = ["dataset", "method", "seed", "call", "expression", "score", "best",
                  "oracle_seconds", "acquisition_seconds", "phase"]  # fmt: skip
@@ -383,7 +383,7 @@ def write_known_report(out: Path, budget: int, restarts: int, command: str) -> s
     frame["seconds"] = frame.oracle_seconds + frame.acquisition_seconds
     frame["elapsed"] = frame.groupby(["dataset", "method", "seed"]).seconds.cumsum()
     methods = [m for m in METHODS if m in set(frame.method)]
-    checkpoints = [c for c in CHECKPOINTS if c <= budget] or [budget]
+    checkpoints = sorted({c for c in CHECKPOINTS if c <= budget} | {budget})
 
     def at(run, call: int, column: str) -> float:
         """A run's value after ``call`` calls (its last value if it stopped earlier)."""

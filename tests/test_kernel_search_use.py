@@ -223,7 +223,14 @@ def test_kernel_search_benchmark_smoke(tmp_path):
     assert module.main(["--smoke", "--workers", "1", "--out", str(tmp_path)]) == 0
     curves = pd.read_csv(tmp_path / "kernel_search.csv")
     final = pd.read_csv(tmp_path / "kernel_search_final.csv")
-    assert set(final.method) == {"bosot", "bosot-paper", "bosot-cost", "greedy", "random"}
+    assert set(final.method) == {
+        "bosot",
+        "bosot-paper",
+        "bosot-ea",
+        "bosot-cost",
+        "greedy",
+        "random",
+    }
     assert curves.groupby("method").call.max().max() == 6
     assert (tmp_path / "kernel_search.png").stat().st_size > 10_000
     assert "BOSOT vs greedy" in (tmp_path / "kernel_search.md").read_text()
@@ -241,7 +248,7 @@ def test_kernel_search_known_structure_benchmark_smoke(tmp_path):
     args = ["--suite", "known", "--smoke", "--workers", "1", "--restarts", "1", "--out"]
     assert module.main([*args, str(tmp_path)]) == 0
     final = pd.read_csv(tmp_path / "kernel_search_final.csv")
-    assert set(final.method) == {"bosot", "bosot-paper", "bosot-cost", "greedy"}
+    assert set(final.method) == {"bosot", "bosot-paper", "bosot-ea", "bosot-cost", "greedy"}
     assert set(final.dataset) == {"ks-per+lin"}
     report = (tmp_path / "kernel_search_known.md").read_text()
     assert "`LIN[0] + PER[0]`" in report and "targets" in report

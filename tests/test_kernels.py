@@ -324,7 +324,7 @@ def _leaves(tree):
 @pytest.mark.parametrize(
     "strategy",
     [BOSOT(population=20, steps=3), BOSOT.paper(population=20, steps=3),
-     BOSOT(population=20, steps=3, cost_aware=True), BOSOT(population=20, steps=3, stages=True),
+     BOSOT(population=20, steps=3, cost_aware=True), BOSOT(population=20, steps=3, stages=False),
      GreedySearch(), RandomSearch()],
 )  # fmt: skip
 def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
@@ -346,7 +346,7 @@ def test_strategies_respect_the_budget_and_never_repeat_a_kernel(strategy):
 def test_bosot_stages_score_greedys_neighbourhoods_in_acquisition_order():
     X, y = _tiny_data(12)
     g = KernelGrammar(1, "full")
-    strategy = BOSOT(population=20, steps=2, stages=True)
+    strategy = BOSOT(population=20, steps=2)
     history = strategy.run(g, Oracle(X, y, restarts=1), 9, np.random.default_rng(0))
     first = [e.result for e in history[:4]]
     assert {r.expression for r in first} == {"SE[0]", "LIN[0]", "PER[0]", "RQ[0]"}
@@ -429,7 +429,7 @@ def test_dominant_period_recovers_a_seasonal_period_under_a_trend():
 def test_bosot_batches_match_the_workers_and_stay_distinct():
     X, y = _tiny_data(12)
     g = KernelGrammar(1, "full")
-    strategy = BOSOT(population=20, steps=2, batch_size=3)
+    strategy = BOSOT(population=20, steps=2, batch_size=3, stages=False)
     history = strategy.run(g, Oracle(X, y, restarts=1), 10, np.random.default_rng(0))
     assert len(history) == 10
     assert len({canonical(e.result.tree) for e in history}) == 10
