@@ -487,3 +487,40 @@ def test_closed_form_map_gradient_equals_autograd(prior_kind, n):
         )
         assert value == pytest.approx(float(loss.detach()), rel=1e-10, abs=1e-9)
         np.testing.assert_allclose(grad, auto.numpy(), rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.timeout(300)
+def test_long_study_warm_fits_match_a_from_scratch_fit():
+    """A study's surrogate at n = 990, reached by warm-started fits every 10 points from a cold fit
+    at n = 800 (no default refit on the way: the schedule's next one is due at 1,000), has the
+    posterior of a fresh fit on the same 990 points."""
+    from headstart._gp.surrogate import MaternGP, default_refit_due
+
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 1, (990, 3))
+    y = np.sin(6 * X[:, 0]) + (X[:, 1] - 0.5) ** 2 * 4 + 0.3 * X[:, 2] + 0.05 * rng.normal(size=990)
+    study = MaternGP(np.zeros(3, bool))
+    study.condition(X[:800], y[:800], rng)
+    for n in range(810, 1000, 10):
+        assert not default_refit_due(n, 800)
+        gp, _ = study.condition(X[:n], y[:n], rng)
+    assert study.last_fit.warm_started
+    fresh, _ = MaternGP(np.zeros(3, bool)).condition(X, y, rng)
+    X_test = rng.uniform(0, 1, (200, 3))
+    mean, var = gp.posterior(X_test)
+    mean_ref, var_ref = fresh.posterior(X_test)
+    assert np.max(np.abs(mean - mean_ref)) < 1e-3
+    np.testing.assert_allclose(np.sqrt(var), np.sqrt(var_ref), rtol=1e-2)
+    assert gp.mll == pytest.approx(fresh.mll, abs=1e-3 * abs(fresh.mll))
+
+
+def test_default_refit_schedule_is_geometric():
+    from headstart._gp.surrogate import default_refit_due
+
+    due, last = [], 0
+    for n in range(1, 1001):
+        if default_refit_due(n, last):
+            due.append(n)
+            last = n
+    assert due[:5] == [5, 10, 15, 20, 25]  # every 5 points while the study is small
+    assert len(due) == 21 and due[-1] == 929  # then every 25% more points: O(log n)

@@ -5,9 +5,12 @@ One :meth:`MaternGP.condition` call
 1. standardizes ``y`` (:func:`headstart._engine.numerics.standardize`);
 2. fits the GP hyperparameters by MAP (:func:`headstart._gp.model.fit_map`) under the hyperprior
    object it was given (:mod:`headstart._gp.prior`), *warm-started* from the previous call's fit
-   (Optuna's ``GPSampler`` does the same). Every :data:`DEFAULT_RESTART_EVERY` new points -- and
-   on the first call, or if the warm fit fails -- it also fits from the default starting point and
-   keeps the better MAP objective, so a stale local optimum cannot persist;
+   (Optuna's ``GPSampler`` does the same). On the first call, if the warm fit fails, and then on
+   a geometric schedule -- after :data:`DEFAULT_RESTART_EVERY` new points or a share
+   :data:`DEFAULT_RESTART_GROWTH` of the points at the last default fit, whichever is more -- it
+   also fits from the default starting point and keeps the better MAP objective, so a stale local
+   optimum cannot persist. The schedule makes these insurance fits ``O(log n)`` over a study (21
+   up to n = 1,000 instead of 200 every 5 points), once the fit has settled (issue 18);
 3. returns the :class:`~headstart._gp.model.ExactGP` posterior and the standardized targets.
 """
 
@@ -24,7 +27,14 @@ from headstart._gp.model import ExactGP, GPParams, fit_map
 from headstart._gp.prior import DEFAULT_HYPERPRIOR, HyperPrior
 from headstart.exceptions import ModelFittingError
 
-DEFAULT_RESTART_EVERY = 5  # refit from defaults after this many new points (cheap insurance)
+DEFAULT_RESTART_EVERY = 5  # refit from defaults after at least this many new points ...
+DEFAULT_RESTART_GROWTH = 0.25  # ... and at least this share of the points at the last one
+
+
+def default_refit_due(n: int, n_at_default_fit: int) -> bool:
+    """Whether ``condition`` on ``n`` points also fits from the defaults (the schedule above)."""
+    gap = max(DEFAULT_RESTART_EVERY, int(np.ceil(DEFAULT_RESTART_GROWTH * n_at_default_fit)))
+    return n - n_at_default_fit >= gap
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,7 @@ class MaternGP:
                 candidates.append((objective, params, True))
             except ModelFittingError:
                 pass
-        if not candidates or n - self._n_at_default_fit >= DEFAULT_RESTART_EVERY:
+        if not candidates or default_refit_due(n, self._n_at_default_fit):
             try:
                 params, objective = fit_map(X, y, self._is_cat_t, self._initial(d), **options)
                 candidates.append((objective, params, False))
@@ -131,4 +141,10 @@ class MaternGP:
         return {} if self.last_fit is None else asdict(self.last_fit)
 
 
-__all__ = ["DEFAULT_RESTART_EVERY", "FitSummary", "MaternGP"]
+__all__ = [
+    "DEFAULT_RESTART_EVERY",
+    "DEFAULT_RESTART_GROWTH",
+    "FitSummary",
+    "MaternGP",
+    "default_refit_due",
+]
