@@ -22,10 +22,24 @@ ARGMINS = {
     "hartmann3": [(0.114614, 0.555649, 0.852547)],
     "hartmann6": [(0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573)],
     "forrester": [(0.757249,)],
+    "levy20": [(1.0,) * 20],
+    "ackley20": [(0.0,) * 20],
 }
 
 
 # --- test functions --------------------------------------------------------------------------------
+def test_levy_and_ackley_closed_forms():
+    # one coordinate off the argmin: Levy's last term alone, Ackley's exponentials by hand
+    x = np.ones(20)
+    x[-1] = 5.0  # w_d = 2: (2 - 1)^2 (1 + sin^2(4 pi)) = 1
+    assert functions.levy(x[None])[0] == pytest.approx(1.0, abs=1e-12)
+    z = np.zeros(20)
+    z[0] = 1.0
+    rms, cos_mean = math.sqrt(1 / 20), (19 + math.cos(2 * math.pi)) / 20
+    expected = -20 * math.exp(-0.2 * rms) - math.exp(cos_mean) + 20 + math.e
+    assert functions.ackley(z[None])[0] == pytest.approx(expected, rel=1e-12)
+
+
 @pytest.mark.parametrize("name", sorted(ARGMINS))
 def test_optimum_value_at_known_argmins(name):
     task = get_task(name)

@@ -77,7 +77,7 @@ class MethodSpec:
         prefit: ``BuildContext -> None``: fits and caches what every process of the study
             shares (meta-task GPs), so that parallel workers load it instead of each fitting it.
         n_initial: Initial-design size when the study sets none (``None``: the general rule
-            ``min(2 d + 1, budget / 5)``).
+            ``min(2 d + 1, 10, budget / 5)``).
     """
 
     name: str

@@ -124,7 +124,7 @@ def create_study(
             ``"stackgp"`` or ``"mtgp"`` (baselines); or ``"mphd"``: a GP whose hyperparameter
             priors were pre-trained on earlier studies of *any* search space (Fan et al. 2024).
         seed: Seed of every suggestion (drawn at random and stored when ``None``).
-        n_initial: Size of the Sobol initial design (default ``min(2d + 1, budget / 5)``).
+        n_initial: Size of the Sobol initial design (default ``min(2d + 1, 10, budget / 5)``).
         budget: Planned number of trials (sets the default ``n_initial``).
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``; default ``"logei"``,
             ``"ei"`` when priors are active (piBO; measured to recover faster from a wrong prior);

@@ -237,6 +237,28 @@ def hartmann6(X: np.ndarray, alpha: Any = None) -> np.ndarray:
     return _hartmann(X, _HARTMANN6_A, _HARTMANN6_P, alpha)
 
 
+def levy(X: np.ndarray) -> np.ndarray:
+    r"""Levy ([SurjanovicBingham]_, as in BoTorch) on ``[-10, 10]^d``.
+
+    With ``w_i = 1 + (x_i - 1) / 4``: f(x) = sin^2(pi w_1) + sum_{i<d} (w_i - 1)^2 (1 + 10
+    sin^2(pi w_i + 1)) + (w_d - 1)^2 (1 + sin^2(2 pi w_d)); the minimum is 0 at x = (1, ..., 1).
+    """
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    w = 1.0 + (X - 1.0) / 4.0
+    head = np.sin(np.pi * w[:, 0]) ** 2
+    body = ((w[:, :-1] - 1) ** 2 * (1 + 10 * np.sin(np.pi * w[:, :-1] + 1) ** 2)).sum(1)
+    tail = (w[:, -1] - 1) ** 2 * (1 + np.sin(2 * np.pi * w[:, -1]) ** 2)
+    return head + body + tail
+
+
+def ackley(X: np.ndarray) -> np.ndarray:
+    r"""Ackley ([SurjanovicBingham]_) on ``[-32.768, 32.768]^d``: f(x) = -20 exp(-0.2 sqrt(mean x_i^2)) -
+    exp(mean cos(2 pi x_i)) + 20 + e; the minimum is 0 at the origin."""
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    rms = np.sqrt((X**2).mean(1))
+    return -20 * np.exp(-0.2 * rms) - np.exp(np.cos(2 * np.pi * X).mean(1)) + 20 + np.e
+
+
 def forrester(X: np.ndarray) -> np.ndarray:
     r"""Forrester ([Forrester2008]_) on ``[0, 1]``.
 
@@ -267,6 +289,14 @@ def _hartmann3_objective(params: Mapping[str, Any]) -> float:
 
 def _hartmann6_objective(params: Mapping[str, Any]) -> float:
     return float(hartmann6(_row(params, tuple(f"x{i}" for i in range(1, 7))))[0])
+
+
+def _levy20_objective(params: Mapping[str, Any]) -> float:
+    return float(levy(_row(params, tuple(f"x{i}" for i in range(1, 21))))[0])
+
+
+def _ackley20_objective(params: Mapping[str, Any]) -> float:
+    return float(ackley(_row(params, tuple(f"x{i}" for i in range(1, 21))))[0])
 
 
 def _forrester_objective(params: Mapping[str, Any]) -> float:
@@ -361,16 +391,37 @@ register_task(
     )
 )
 
+register_task(
+    Task(
+        "levy20",
+        SearchSpace({f"x{i}": Float(-10.0, 10.0) for i in range(1, 21)}),
+        _levy20_objective,
+        0.0,
+        "Levy, 20-D on [-10, 10]^20, many local minima (0 at x = 1)",
+    )
+)
+register_task(
+    Task(
+        "ackley20",
+        SearchSpace({f"x{i}": Float(-32.768, 32.768) for i in range(1, 21)}),
+        _ackley20_objective,
+        0.0,
+        "Ackley, 20-D on [-32.768, 32.768]^20, many local minima (0 at the origin)",
+    )
+)
+
 __all__ = [
     "BRANIN_DEFAULTS",
     "TASKS",
     "Task",
     "TaskFamily",
+    "ackley",
     "branin",
     "forrester",
     "get_task",
     "hartmann3",
     "hartmann6",
+    "levy",
     "register_task",
     "resolve",
 ]

@@ -20,7 +20,7 @@ Suggestion overhead is measured the same way for every method: the wall-clock ti
 that returns the next configuration (``study.ask()`` for headstart and Optuna; model fit +
 acquisition optimisation + decoding for the BoTorch loop).
 
-Model-based methods use the same initial-design size, ``min(2 d + 1, budget // 5)`` (at least 1),
+Model-based methods use the same initial-design size, ``min(2 d + 1, 10, budget // 5)`` (at least 1),
 the default of :func:`headstart._strategy.default_n_initial`. Third-party imports (optuna, torch,
 botorch) happen inside the methods, so importing this module is cheap.
 """
@@ -94,7 +94,7 @@ def get_method(name: str) -> Method:
 
 
 def n_initial_for(task: Task, budget: int) -> int:
-    """Initial-design size shared by every model-based method: ``min(2 d + 1, budget // 5)``."""
+    """Initial-design size shared by every model-based method: ``min(2 d + 1, 10, budget // 5)``."""
     return default_n_initial(task.space.dim, budget)
 
 
@@ -172,6 +172,17 @@ def _run_headstart(
 def run_headstart_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """headstart GP-BO (method="gp", defaults: Sobol init, Matérn-5/2 GP, LogEI)."""
     return _run_headstart(task, seed, budget, "gp")
+
+
+def run_headstart_gp_budget5(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart GP-BO with the initial design of before issue 18: ``min(2 d + 1, budget // 5)``."""
+    n = max(min(2 * task.space.dim + 1, budget // 5), 1)
+    return _run_headstart(task, seed, budget, "gp", n_initial=n)
+
+
+def run_headstart_gp_2d1(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart GP-BO with ``2 d + 1`` initial points (before issue 18, budget not given)."""
+    return _run_headstart(task, seed, budget, "gp", n_initial=min(2 * task.space.dim + 1, budget))
 
 
 def run_headstart_random(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -439,7 +450,7 @@ def run_smac_pibo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     facade: ``PriorAcquisitionFunction(EI(), decay_beta=budget / 10)``, a
     ``LocalAndSortedRandomSearch`` that draws half of its challengers from the prior and half
     uniformly, and the same initial design as headstart's piBO (the prior's mode, then prior
-    samples; ``min(2 d + 1, budget // 5)`` points). SMAC's default 8% interleaved random
+    samples; ``min(2 d + 1, 10, budget // 5)`` points). SMAC's default 8% interleaved random
     configurations stay on.
     """
     import shutil
@@ -574,6 +585,8 @@ def run_botorch_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
 
 
 register_method("headstart-gp", run_headstart_gp)
+register_method("headstart-gp-budget5", run_headstart_gp_budget5)
+register_method("headstart-gp-2d1", run_headstart_gp_2d1)
 register_method("headstart-random", run_headstart_random)
 register_method("headstart-gp-ucb", run_headstart_gp_ucb)
 register_method("headstart-scaml", run_headstart_scaml)
