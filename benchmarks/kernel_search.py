@@ -106,18 +106,14 @@ def run_job(dataset: str, method: str, seed: int, budget: int, restarts: int, n_
     from headstart.benchmarks.kernel_datasets import load_dataset
     from headstart.kernels.grammar import KernelGrammar
     from headstart.kernels.oracle import Oracle
-    from headstart.kernels.strategies import STRATEGIES
+    from headstart.kernels.strategies import make_strategy
 
     torch.set_num_threads(1)
     data = load_dataset(dataset, n_train)
     cache = JsonlCache(Path(cache_dir) / f"{dataset}-n{len(data.y_train)}-r{restarts}.jsonl")
     oracle = Oracle(data.X_train, data.y_train, restarts=restarts, cache=cache)
     grammar = KernelGrammar(data.X_train.shape[1], data.space)
-    strategy = (
-        STRATEGIES[method](steps=data.ea_steps)
-        if method.startswith("bosot")
-        else STRATEGIES[method]()
-    )
+    strategy = make_strategy(method, data.ea_steps)
     rng = np.random.default_rng(10_000 * seed + 17)
     history = strategy.run(grammar, oracle, budget, rng)
     rows, best = [], -math.inf
@@ -350,7 +346,6 @@ def write_report(out: Path, budget: int, command: str) -> str:
 
 def truths(out: Path, datasets: list[str], restarts: int) -> dict[str, float]:
     """The oracle's score of each known-structure set's generating kernel (cached in JSON)."""
-    from headstart.benchmarks.kernel_datasets import load_dataset
     from headstart.benchmarks.kernel_structures import STRUCTURES, truth_score
 
     path = out / "truths.json"
@@ -358,8 +353,7 @@ def truths(out: Path, datasets: list[str], restarts: int) -> dict[str, float]:
     for name in datasets:
         key = f"{name}-r{restarts}"
         if key not in known:
-            data = load_dataset(name)
-            known[key] = truth_score(STRUCTURES[name], data.X_train, data.y_train, restarts)
+            known[key] = truth_score(STRUCTURES[name], restarts)
             path.write_text(json.dumps(known, indent=1, sort_keys=True))
     return {name: known[f"{name}-r{restarts}"] for name in datasets}
 

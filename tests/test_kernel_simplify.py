@@ -127,7 +127,7 @@ def test_the_truth_has_the_highest_evidence_on_large_n():
     scores = {e: [] for e in [spec.expression, *rivals]}
     for seed in range(3):
         X, y, _, _ = draw(spec, n=300, seed=seed)
-        scores[spec.expression].append(truth_score(spec, X, y, restarts=2, n=300, seed=seed))
+        scores[spec.expression].append(truth_score(spec, restarts=2, n=300, seed=seed))
         for e in rivals:
             scores[e].append(evaluate(e, X, y, restarts=2).score)
     mean = {e: np.mean(v) for e, v in scores.items()}

@@ -36,19 +36,23 @@ def _worker(url: str, name: str, barrier, rounds: int) -> None:
         study.tell(trial, trial.params["x"] ** 2 + 0.01 * trial.params["n"])
 
 
-def _run(url: str, method: str, **settings) -> list[hs.Trial]:
-    name = f"par-{method}-{uuid.uuid4().hex[:8]}"
-    hs.create_study(name, _space(), storage=url, method=method, seed=3, **settings)
+def _release_together(target, args, n: int = N_WORKERS, timeout: float = 300) -> None:
+    """Run ``target(*args(barrier, i))`` in ``n`` spawned processes that share one barrier (so
+    their calls overlap), wait for them, and check that every one exited cleanly."""
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(N_WORKERS)
-    procs = [
-        ctx.Process(target=_worker, args=(url, name, barrier, ROUNDS)) for _ in range(N_WORKERS)
-    ]
+    barrier = ctx.Barrier(n)
+    procs = [ctx.Process(target=target, args=args(barrier, i)) for i in range(n)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0] * N_WORKERS
+        p.join(timeout=timeout)
+    assert [p.exitcode for p in procs] == [0] * n
+
+
+def _run(url: str, method: str, **settings) -> list[hs.Trial]:
+    name = f"par-{method}-{uuid.uuid4().hex[:8]}"
+    hs.create_study(name, _space(), storage=url, method=method, seed=3, **settings)
+    _release_together(_worker, lambda barrier, _: (url, name, barrier, ROUNDS))
     trials = hs.load_study(name, url).trials
     hs.delete_study(name, url)
     return trials
@@ -151,14 +155,8 @@ def test_many_processes_create_the_schema_of_a_fresh_database_at_once():
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {db}")
     url = base.set(database=db).render_as_string(hide_password=False)
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(8)
-    procs = [ctx.Process(target=_open, args=(url, barrier)) for _ in range(8)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-    assert [p.exitcode for p in procs] == [0] * 8  # no UniqueViolation on CREATE TABLE
+    # no UniqueViolation on CREATE TABLE
+    _release_together(_open, lambda barrier, _: (url, barrier), n=8, timeout=120)
     hs.create_study("after", _space(), storage=url).ask()
 
 
@@ -241,16 +239,9 @@ def test_overlapping_user_attribute_writes_lose_none(tmp_path):
         name = f"attrs-{uuid.uuid4().hex[:8]}"
         study = hs.create_study(name, _space(), storage=url, method="random", seed=0)
         study.tell(study.ask(), 1.0)
-        ctx = mp.get_context("spawn")
-        barrier = ctx.Barrier(N_WORKERS)
-        procs = [
-            ctx.Process(target=_set_attrs, args=(url, name, barrier, w)) for w in range(N_WORKERS)
-        ]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=300)
-        assert [p.exitcode for p in procs] == [0] * N_WORKERS
+        _release_together(
+            _set_attrs, lambda barrier, w, url=url, name=name: (url, name, barrier, w)
+        )
         loaded = hs.load_study(name, url)
         expected = {f"w{w}-{i}" for w in range(N_WORKERS) for i in range(ROUNDS)}
         assert set(loaded.user_attrs) == expected

@@ -99,6 +99,14 @@ def _raw(spec: KnownStructure, n: int, seed: int):
     return X, f + spec.noise * rng.standard_normal(total)
 
 
+def _scaled(X: np.ndarray, y: np.ndarray, n: int):
+    """Inputs min-max scaled and targets standardised with the first ``n`` (training) rows."""
+    lo, hi = X[:n].min(0), X[:n].max(0)
+    X = (X - lo) / np.where(hi > lo, hi - lo, 1.0)
+    y = (y - y[:n].mean()) / y[:n].std()
+    return X[:n], y[:n], X[n:], y[n:]
+
+
 def draw(spec: KnownStructure, n: int | None = None, seed: int | None = None):
     """``(X_train, y_train, X_test, y_test)`` of one known-structure set, scaled.
 
@@ -108,40 +116,35 @@ def draw(spec: KnownStructure, n: int | None = None, seed: int | None = None):
         seed: Draw seed (default: fixed per set, so the suite is reproducible).
     """
     n = spec.n if n is None else int(n)
-    X, y = _raw(spec, n, _seed(spec, seed))
-    lo, hi = X[:n].min(0), X[:n].max(0)
-    X = (X - lo) / np.where(hi > lo, hi - lo, 1.0)
-    y = (y - y[:n].mean()) / y[:n].std()
-    return X[:n], y[:n], X[n:], y[n:]
+    return _scaled(*_raw(spec, n, _seed(spec, seed)), n)
 
 
-def truth_score(spec: KnownStructure, X, y, restarts: int = 3, n: int | None = None, seed=None):
-    """The oracle's score of the generating expression on ``(X, y)`` = ``draw(spec, n, seed)``.
+def truth_score(spec: KnownStructure, restarts: int = 3, n: int | None = None, seed=None):
+    """The oracle's score of the generating expression on the training data of
+    ``draw(spec, n, seed)``.
 
     Besides the oracle's own ``restarts`` starts, the MAP fit starts from the generating
     hyperparameters in the scaled units, so a multimodal likelihood (a period) cannot make the
     truth look worse than it is.
     """
-    from headstart.kernels.grammar import leaves, parse
+    from headstart.kernels.grammar import PARAM_NAMES, leaves, parse
     from headstart.kernels.oracle import evaluate
 
     n = spec.n if n is None else int(n)
     X_raw, y_raw = _raw(spec, n, _seed(spec, seed))
-    span = np.ptp(X_raw[:n], axis=0)
-    var = float(y_raw[:n].var())
-    start, i = [], 0
+    X, y, _, _ = _scaled(X_raw, y_raw, n)
+    span, var = np.ptp(X_raw[:n], axis=0), float(y_raw[:n].var())
+    start, values = [], iter(spec.values)
     for leaf in leaves(parse(spec.expression)):
-        v = list(spec.values[i : i + (2 if leaf.kind in ("SE", "LIN") else 3)])
-        i += len(v)
-        v[0] /= var
-        if leaf.kind == "LIN":
-            v[0] *= span[leaf.dim] ** 2  # v x x' in scaled inputs
-            v[1] /= var
-        else:
-            v[1 : 3 if leaf.kind == "PER" else 2] = [
-                u / span[leaf.dim] for u in v[1 : 3 if leaf.kind == "PER" else 2]
-            ]
-        start.extend(v)
+        for name in PARAM_NAMES[leaf.kind]:
+            v = next(values)
+            if name in ("variance", "offset"):  # scale with the target's variance
+                v /= var
+            if leaf.kind == "LIN" and name == "variance":  # v x x' in scaled inputs
+                v *= span[leaf.dim] ** 2
+            if name in ("lengthscale", "period"):  # lengths in scaled inputs
+                v /= span[leaf.dim]
+            start.append(v)
     start.append(max(spec.noise**2 / var - 1e-6, 1e-8))
     return evaluate(spec.expression, X, y, restarts=restarts, initial=np.array(start)).score
 

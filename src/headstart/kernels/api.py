@@ -18,7 +18,6 @@ import numpy as np
 from headstart.exceptions import (
     ConstantTargetError,
     DatasetError,
-    InvalidSettingError,
     MissingValuesError,
     ModelFittingError,
     NonNumericColumnError,
@@ -28,7 +27,7 @@ from headstart.exceptions import (
 from headstart.kernels.grammar import KernelGrammar, Tree
 from headstart.kernels.model import KernelModel, Scaler, TreeGP
 from headstart.kernels.oracle import Oracle, OracleResult
-from headstart.kernels.strategies import STRATEGIES, Evaluation
+from headstart.kernels.strategies import Evaluation, make_strategy
 
 MIN_ROWS = 5
 
@@ -217,17 +216,11 @@ def search(
         >>> len(result.history), result.score == max(e.result.score for e in result.history)
         (4, True)
     """
-    if method not in STRATEGIES:
-        raise InvalidSettingError(
-            f"Unknown kernel search method {method!r}; use one of {sorted(STRATEGIES)}."
-        )
+    strategy = make_strategy(method, ea_steps)
     X, y = prepare_data(X, y, columns)
     grammar = KernelGrammar(X.shape[1], space)
     scaler = Scaler.fit(X, y)
     Xs, ys = scaler.x(X), scaler.y(y)
-    strategy = (
-        STRATEGIES[method](steps=ea_steps) if method.startswith("bosot") else STRATEGIES[method]()
-    )
     from headstart._progress import KernelSearchProgress
 
     with (

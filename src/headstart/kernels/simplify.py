@@ -118,9 +118,9 @@ def _plan(tree: Tree) -> tuple[Tree, Lift]:
 
     def lift(values: np.ndarray) -> np.ndarray:
         piece_values: list[np.ndarray | None] = [None] * len(pieces)
-        for g, v in zip(order, _split(values, kept), strict=True):
+        for g, rep, v in zip(order, kept, _split(values, kept), strict=True):
             members = groups[g]
-            share = _scaled(kept[order.index(g)], v, 1.0 / len(members)) if op == "+" else None
+            share = _scaled(rep, v, 1.0 / len(members)) if op == "+" else None
             for j in members:
                 piece_values[j] = share if op == "+" else _root(pieces[j][1], v, len(members))
         out = []

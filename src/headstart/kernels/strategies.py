@@ -235,35 +235,32 @@ class BOSOT:
         return model, (OracleCostModel.fit(trees, [r.seconds for r in observed]), gamma)
 
     def run_stages(self, grammar: KernelGrammar, run: _Run, features: dict) -> None:
-        """Greedy's stages, each scored in the order of the acquisition (``stages=True``).
+        """Greedy's stages (:func:`walk_stages`), each scored in the order of the acquisition.
 
-        Stage 1 is every base kernel; stage ``k + 1`` every neighbour of the best kernel of
-        stage ``k``. Within a stage the next kernel is the one the meta-GP (refitted after every
-        call) ranks first (the ``batch_size`` first with parallel workers), so a partly scored
-        stage holds its most promising members rather than a random subset. Stops, handing the rest of the budget to the evolutionary search, when
-        a whole stage brings no improvement (where greedy would stop).
+        Within a stage the next kernel is the one the meta-GP (refitted after every call) ranks
+        first (the ``batch_size`` first with parallel workers), so a partly scored stage holds
+        its most promising members rather than a random subset. Stage 1, the base kernels, is
+        scored at once (there is nothing to rank them by). Returns, handing the rest of the
+        budget to the evolutionary search, when a whole stage brings no improvement (where
+        greedy would stop).
         """
-        stage = run.new(list(grammar.base_kernels))
-        run.score(stage, phase="stage")
-        best = -np.inf
-        while run.left > 0 and stage:
-            scored = [e.result for e in run.history if canonical(e.result.tree) in
-                      {canonical(t) for t in stage}]  # fmt: skip
-            top = max((r for r in scored if not r.failed), key=lambda r: r.score, default=None)
-            if top is None or top.score <= best:
-                return
-            best = top.score
-            stage = run.new(grammar.neighbours(top.tree))
-            pending = list(stage)
+
+        def score_in_order(stage: list[Tree]) -> list[OracleResult]:
+            if not run.history:
+                return run.score(stage, phase="stage")
+            pending, results = run.new(stage), []
             while pending and run.left > 0:
                 start = time.perf_counter()
                 with limit_threads():
                     model, cost = self.fit_models(grammar, run, features, 1.0)
                     value = self.acquisition(model, pending, cost)
                 k = min(self.batch_size or run.oracle.workers, len(pending), run.left)
-                top = sorted(np.argsort(-value, kind="stable")[:k].tolist(), reverse=True)
-                batch = [pending.pop(i) for i in top]  # the k best, scored in parallel
-                run.score(batch, time.perf_counter() - start, phase="stage")
+                best = sorted(np.argsort(-value, kind="stable")[:k].tolist(), reverse=True)
+                batch = [pending.pop(i) for i in best]  # the k best, scored in parallel
+                results += run.score(batch, time.perf_counter() - start, phase="stage")
+            return results
+
+        walk_stages(run, list(grammar.base_kernels), grammar.neighbours, score_in_order)
 
     def acquisition(self, model: SOTMetaGP, trees: list[Tree], cost=None) -> np.ndarray:
         """EI, divided by the predicted oracle seconds to the power ``gamma`` if cost-aware."""
@@ -306,6 +303,26 @@ class BOSOT:
         return best_tree
 
 
+def walk_stages(
+    run: _Run,
+    stage: list[Tree],
+    next_stage: Callable[[Tree], list[Tree]],
+    score: Callable[[list[Tree]], list[OracleResult]],
+) -> None:
+    """Greedy compositional search's schedule (Duvenaud et al. 2013), shared by
+    :class:`GreedySearch` and BOSOT's ``stages``: ``score`` a stage, then make
+    ``next_stage(best kernel of the stage)`` the next one, until the budget is spent or a whole
+    stage brings no improvement.
+    """
+    best_score = -np.inf
+    while run.left > 0 and stage:
+        top = max(score(stage), key=lambda r: r.score, default=None)
+        if top is None or top.score <= best_score:
+            return
+        best_score = top.score
+        stage = next_stage(top.tree)
+
+
 class GreedySearch:
     """Greedy compositional kernel search (Duvenaud et al. 2013), in random neighbour order.
 
@@ -323,16 +340,16 @@ class GreedySearch:
         callback: Callback | None = None,
     ) -> list[Evaluation]:
         run = _Run(oracle, budget, callback)
-        stage = [grammar.base_kernels[i] for i in rng.permutation(len(grammar.base_kernels))]
-        best_score = -np.inf
-        while run.left > 0 and stage:
-            results = run.score(stage, phase="greedy")
-            top = max(results, key=lambda r: r.score, default=None)
-            if top is None or top.score <= best_score:
-                break
-            best_score = top.score
-            neighbours = grammar.neighbours(top.tree)
-            stage = [neighbours[i] for i in rng.permutation(len(neighbours))]
+
+        def shuffled(trees) -> list[Tree]:
+            return [trees[i] for i in rng.permutation(len(trees))]
+
+        walk_stages(
+            run,
+            shuffled(grammar.base_kernels),
+            lambda tree: shuffled(grammar.neighbours(tree)),
+            lambda stage: run.score(stage, phase="greedy"),
+        )
         return run.history
 
 
@@ -360,6 +377,16 @@ class RandomSearch:
         return run.history
 
 
+def make_strategy(method: str, ea_steps: int = 10):
+    """The strategy called ``method`` in :data:`STRATEGIES`, BOSOT variants with ``ea_steps``."""
+    if method not in STRATEGIES:
+        raise InvalidSettingError(
+            f"Unknown kernel search method {method!r}; use one of {sorted(STRATEGIES)}."
+        )
+    factory = STRATEGIES[method]
+    return factory(steps=ea_steps) if method.startswith("bosot") else factory()
+
+
 STRATEGIES = {
     "bosot": BOSOT,
     "bosot-paper": BOSOT.paper,
@@ -370,4 +397,12 @@ STRATEGIES = {
 }
 
 
-__all__ = ["BOSOT", "STRATEGIES", "Evaluation", "GreedySearch", "RandomSearch"]
+__all__ = [
+    "BOSOT",
+    "STRATEGIES",
+    "Evaluation",
+    "GreedySearch",
+    "RandomSearch",
+    "make_strategy",
+    "walk_stages",
+]
