@@ -331,6 +331,7 @@ def write_report(out: Path, budget: int, command: str) -> str:
                 f" ({'at or above' if np.median(b[:, -1]) >= np.median(g[:, -1]) else 'below'})."
             )
     lines += ["", "## BOSOT vs greedy", "", *verdicts, ""]
+    lines += proposal_sizes(curves_frame)
     lines += meta_regression(out / "kernel_search_cache")
     bos = final[final.method == "bosot"]
     if len(bos):
@@ -342,6 +343,36 @@ def write_report(out: Path, budget: int, command: str) -> str:
     text = "\n".join(lines) + "\n"
     (out / "kernel_search.md").write_text(text)
     return text
+
+
+def proposal_sizes(frame) -> list[str]:
+    """What each method spends its oracle calls on: kernel size (hyperparameters, noise
+    excluded), the share of redundant forms (ones :func:`~headstart.kernels.simplify.simplify`
+    makes smaller), and oracle seconds per call, over all calls and after call 25."""
+    from headstart.kernels.grammar import parse
+    from headstart.kernels.simplify import simplify, size
+
+    trees = [parse(e) for e in frame.expression]
+    frame = frame.assign(
+        size=[size(t) for t in trees],
+        redundant=[size(simplify(t)) < size(t) for t in trees],
+    )
+    rows = []
+    for method, grp in frame.groupby("method", sort=False):
+        late = grp[grp.call > 25]
+        rows.append(
+            f"| {method} | {grp['size'].mean():.1f} | {late['size'].mean():.1f} | "
+            f"{100 * grp.redundant.mean():.0f}% | {100 * late.redundant.mean():.0f}% | "
+            f"{grp.oracle_seconds.mean():.2f} |"
+        )
+    return [
+        "## What the oracle calls were spent on\n",
+        "| method | hyperparameters per kernel | after call 25 | redundant forms | after call 25 "
+        "| oracle s / call |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def truths(out: Path, datasets: list[str], restarts: int) -> dict[str, float]:

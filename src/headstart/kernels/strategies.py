@@ -120,8 +120,8 @@ class BOSOT:
       (:func:`~headstart.kernels.simplify.simplify`). In the paper-style runs of
       ``docs/benchmarks/kernel_search.md``, 50% of BOSOT's proposals (69% after call 25) were
       redundant forms such as ``RQ[1] + RQ[1]``; they averaged 16.5 hyperparameters against
-      greedy's 6.0 and cost 3.6 s per oracle call against 1.2 s. After 25 calls the meta-GP's
-      predictive sd correlates with tree size (0.58-0.91), so EI favours big, unexplored trees;
+      greedy's 6.3 and cost 3.6 s per oracle call against 0.7 s (the table "What the oracle
+      calls were spent on" of that report);
     * ``stages``: the search starts as greedy compositional search does (every base kernel,
       then the neighbours of the best kernel, stage by stage), but scores each stage in the
       order of the acquisition, refitting the meta-GP after every call, and hands the rest of
