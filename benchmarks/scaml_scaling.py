@@ -1,21 +1,26 @@
 """ScaML-GP scaling: meta-fit time and seconds per suggestion vs the number of meta-tasks M.
 
 Measured in one process on the same data (N_m = 64 points per meta-task, d = 6, meta-tasks drawn
-from the Hartmann-6 family of ScaML-GP App. C.6):
+from the Hartmann-6 family of ScaML-GP App. C.6), single-threaded except the meta-fits:
 
 * ``headstart-batched``: :func:`headstart._transfer.metafit.fit_meta_gps` (all tasks in one batch);
 * ``botorch-one-by-one``: one BoTorch ``SingleTaskGP`` (same SE-ARD kernel and priors) per task,
   each fitted with ``fit_gpytorch_mll`` from the same number of starts (1 + 5 prior draws);
 * ``botorch-mtgp``: BoTorch ``MultiTaskGP`` on the joint data, one ``fit_gpytorch_mll``;
-* ScaML-GP suggestions (test-model MAP fit + UCB search) at N_t = 50 test observations, meta GPs
-  already fitted: the median over the suggestions at N_t = 46..50 of a BO loop, and the first,
-  cold suggestion of a fresh model at N_t = 50.
+* steady suggestions in a BO loop (meta GPs already fitted): the median and mean seconds of the
+  suggestions at N_t = 41..60 test observations, for ScaML-GP and, on the same observations, for
+  headstart's plain GP (``method="gp"``'s model, UCB as ScaML-GP): their ratio is the price of the
+  meta-tasks;
+* the first, cold suggestion of a fresh model at N_t = 50;
+* a *second* study on the same sources: rebuilding the meta GPs from the model cache (JSON, no
+  refit) and that study's first ``ask()`` (SQLite storage, the cache already filled by a first
+  study).
 
 Peers that would take too long are run only up to ``--max-one-by-one`` / ``--max-mtgp`` tasks;
 the table says "not run" above that. Every number in the output was measured by this script.
 
-    python benchmarks/scaml_scaling.py                 # M in 8 32 128 512 2048
-    python benchmarks/scaml_scaling.py --ms 8 32 --max-one-by-one 32 --max-mtgp 8  # smoke run
+    python benchmarks/scaml_scaling.py                 # M in 16 64 256 1024 2048
+    python benchmarks/scaml_scaling.py --ms 16 64 --max-one-by-one 16 --max-mtgp 0  # smoke run
 
 Writes docs/benchmarks/scaml_scaling.{csv,png,md}. Rows already in the CSV are skipped (resume).
 """
@@ -36,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "benchmarks"
 COLUMNS = ("M", "measure", "method", "seconds", "note")
 D, N_M, N_T = 6, 64, 50
+STEADY = range(41, 61)  # the test observations of the timed steady suggestions
+MAX_SUGGEST_M = 512  # above this, only the cold suggestion is timed
 N_STARTS = 6  # 1 default + 5 prior draws, for every method
 
 
@@ -157,37 +164,95 @@ def time_mtgp(tasks) -> float:
     return time.perf_counter() - t0
 
 
-def time_suggest(tasks, loop: bool) -> float:
-    """Seconds for ScaML-GP suggestions at ``N_T`` test observations, meta GPs already fitted.
+def _loop_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1)
+    X_t = rng.random((STEADY[-1] + 1, D))
+    return X_t, -np.sum((X_t - 0.4) ** 2, axis=1)
 
-    ``loop=False``: the first suggestion of a fresh model (cold: caches built, all restarts).
-    ``loop=True``: the median of the suggestions at ``N_T - 4 .. N_T`` observations in a BO loop
-    (incremental caches, warm-started fit, one of the five with prior restarts).
-    """
+
+def _steady(model, X_t, y_t) -> tuple[float, float]:
+    """Median and mean seconds of the suggestions at ``STEADY`` observations of a BO loop."""
+    from headstart._engine.engine import BOEngine, DimSpec
+
+    opt = BOEngine([DimSpec("continuous")] * D, model, acquisition="ucb", ucb_beta=9.0)
+    _ = opt.surrogate
+    for n in range(STEADY[0] - 10, STEADY[0]):  # the loop so far (untimed)
+        opt.suggest(X_t[:n], y_t[:n], rng=np.random.default_rng(n))
+    times = []
+    for n in STEADY:
+        t0 = time.perf_counter()
+        opt.suggest(X_t[:n], y_t[:n], rng=np.random.default_rng(n))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), statistics.fmean(times)
+
+
+def time_steady(tasks) -> dict[tuple[str, str], tuple[float, str]]:
+    """Steady suggestions of ScaML-GP and of the plain GP on the same observations."""
+    from headstart._gp import MaternGP
+    from headstart._transfer.metafit import fit_meta_gps
+    from headstart._transfer.scaml import ScaML
+
+    is_cat = np.zeros(D, dtype=bool)
+    meta = fit_meta_gps(tasks, is_cat, seed=0)
+    X_t, y_t = _loop_data()
+    out = {}
+    for method, model in (
+        ("headstart-gp", MaternGP(is_cat)),
+        ("headstart-scaml", ScaML(tasks, is_cat, meta=meta)),
+    ):
+        median, mean = _steady(model, X_t, y_t)
+        out[("suggest", method)] = (median, "")
+        out[("suggest-mean", method)] = (mean, "")
+    return out
+
+
+def time_cold(tasks) -> dict[tuple[str, str], tuple[float, str]]:
+    """The first suggestion of a fresh ScaML-GP model at ``N_T`` observations."""
     from headstart._engine.engine import BOEngine, DimSpec
     from headstart._transfer.metafit import fit_meta_gps
     from headstart._transfer.scaml import ScaML
 
     is_cat = np.zeros(D, dtype=bool)
     meta = fit_meta_gps(tasks, is_cat, seed=0)
-    rng = np.random.default_rng(1)
-    X_t = rng.random((N_T, D))
-    y_t = -np.sum((X_t - 0.4) ** 2, axis=1)
+    X_t, y_t = _loop_data()
     model = ScaML(tasks, is_cat, meta=meta)
     opt = BOEngine([DimSpec("continuous")] * D, model, acquisition="ucb", ucb_beta=9.0)
     _ = opt.surrogate
-    if not loop:
+    t0 = time.perf_counter()
+    opt.suggest(X_t[:N_T], y_t[:N_T], rng=np.random.default_rng(0))
+    return {("suggest-cold", "headstart-scaml"): (time.perf_counter() - t0, "")}
+
+
+def time_second_study(tasks) -> dict[tuple[str, str], tuple[float, str]]:
+    """A second study on the same sources: cache rebuild and its first ask (median of 3)."""
+    import tempfile
+
+    import headstart as hs
+    from headstart._transfer.metafit import MetaGPs, fit_meta_gps
+
+    is_cat = np.zeros(D, dtype=bool)
+    data = fit_meta_gps(tasks, is_cat, seed=0).to_json()
+    rebuild = []
+    for _ in range(3):
         t0 = time.perf_counter()
-        opt.suggest(X_t, y_t, rng=np.random.default_rng(0))
-        return time.perf_counter() - t0
-    for n in range(N_T - 10, N_T - 4):  # the loop so far (untimed)
-        opt.suggest(X_t[:n], y_t[:n], rng=np.random.default_rng(n))
-    times = []
-    for n in range(N_T - 4, N_T + 1):
-        t0 = time.perf_counter()
-        opt.suggest(X_t[:n], y_t[:n], rng=np.random.default_rng(n))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        MetaGPs.from_json(data, tasks, is_cat)
+        rebuild.append(time.perf_counter() - t0)
+    space = hs.SearchSpace({f"x{i}": hs.Float(0.0, 1.0) for i in range(D)})
+    firsts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/scaling.db"
+        for i in range(4):  # study 0 fits and caches the meta GPs; 1..3 reuse them
+            study = hs.create_study(
+                f"s{i}", space, storage=url, method="scaml", transfer_from=tasks, seed=i
+            )
+            t0 = time.perf_counter()
+            study.ask()
+            if i:
+                firsts.append(time.perf_counter() - t0)
+    return {
+        ("cache-rebuild", "headstart-scaml"): (statistics.median(rebuild), "median of 3"),
+        ("first-ask-cached", "headstart-scaml"): (statistics.median(firsts), "median of 3"),
+    }
 
 
 def _load(path: Path) -> dict[tuple[int, str, str], tuple[float, str]]:
@@ -219,20 +284,31 @@ def report(path: Path) -> None:
     rows = _load(path)
     Ms = sorted({m for m, _, _ in rows})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, measure in zip(axes, ("meta_fit", "suggest"), strict=True):  # loop suggestions
-        for method in sorted({k[2] for k in rows if k[1] == measure}):
-            pts = [(m, rows[(m, measure, method)][0]) for m in Ms if (m, measure, method) in rows]
-            pts = [(m, s) for m, s in pts if math.isfinite(s)]
-            if pts:
-                ax.loglog(*zip(*pts, strict=True), "o-", label=method)
+    panels = (
+        ("meta-task fit", ("meta_fit",)),
+        ("one suggestion", ("suggest", "suggest-cold", "first-ask-cached")),
+    )
+    for ax, (title, measures) in zip(axes, panels, strict=True):
+        for measure in measures:
+            for method in sorted({k[2] for k in rows if k[1] == measure}):
+                pts = [
+                    (m, rows[(m, measure, method)][0]) for m in Ms if (m, measure, method) in rows
+                ]
+                pts = [(m, s) for m, s in pts if math.isfinite(s)]
+                label = method if measure in ("meta_fit", "suggest") else f"{method}, {measure}"
+                if pts:
+                    ax.loglog(*zip(*pts, strict=True), "o-", label=label)
         ax.set_xlabel("number of meta-tasks M")
         ax.set_ylabel("seconds")
-        ax.set_title("meta-task fit" if measure == "meta_fit" else f"one suggestion (N_t = {N_T})")
+        ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path.with_suffix(".png"), dpi=110)
     plt.close(fig)
+
+    def value(m, measure, method):
+        return rows.get((m, measure, method), (math.nan, ""))[0]
 
     def cell(m, measure, method):
         if (m, measure, method) not in rows:
@@ -240,45 +316,71 @@ def report(path: Path) -> None:
         seconds, note = rows[(m, measure, method)]
         return note if not math.isfinite(seconds) else f"{seconds:.3g}"
 
+    def ratio(a, b):
+        return f"{a / b:.1f}x" if math.isfinite(a) and math.isfinite(b) and b > 0 else "-"
+
     lines = [
         "# ScaML-GP scaling in the number of meta-tasks",
         "",
         f"Generated by `python benchmarks/scaml_scaling.py` (N_m = {N_M}, d = {D}, "
-        f"{N_STARTS} starts per GP fit, N_t = {N_T} for suggestions; 2-core CPU).",
+        f"{N_STARTS} starts per GP fit; 2-core CPU).",
         "",
         "![scaling](scaml_scaling.png)",
         "",
-        "| M | batched meta-fit (s) | BoTorch one-by-one (s) | speed-up | BoTorch MultiTaskGP fit (s)"
-        " | ScaML suggestion in a loop (s) | first suggestion, cold (s) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "## Meta-fit",
+        "",
+        "| M | batched meta-fit (s) | BoTorch one-by-one (s) | speed-up | BoTorch MultiTaskGP fit (s) |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for m in Ms:
-        b = rows.get((m, "meta_fit", "headstart-batched"), (math.nan, ""))[0]
-        o = rows.get((m, "meta_fit", "botorch-one-by-one"), (math.nan, ""))[0]
-        speed = f"{o / b:.1f}x" if math.isfinite(b) and math.isfinite(o) else "-"
+        b = value(m, "meta_fit", "headstart-batched")
+        o = value(m, "meta_fit", "botorch-one-by-one")
         lines.append(
             f"| {m} | {cell(m, 'meta_fit', 'headstart-batched')} | "
-            f"{cell(m, 'meta_fit', 'botorch-one-by-one')} | {speed} | "
-            f"{cell(m, 'meta_fit', 'botorch-mtgp')} | {cell(m, 'suggest', 'headstart-scaml')} | "
-            f"{cell(m, 'suggest-cold', 'headstart-scaml')} |"
+            f"{cell(m, 'meta_fit', 'botorch-one-by-one')} | {ratio(o, b)} | "
+            f"{cell(m, 'meta_fit', 'botorch-mtgp')} |"
         )
-    batched = [
-        (m, rows[(m, "meta_fit", "headstart-batched")][0])
-        for m in Ms
-        if (m, "meta_fit", "headstart-batched") in rows
-    ]
+    batched = [(m, value(m, "meta_fit", "headstart-batched")) for m in Ms]
+    batched = [(m, t) for m, t in batched if math.isfinite(t)]
     if len(batched) >= 2:
         (m0, t0), (m1, t1) = batched[0], batched[-1]
         slope = math.log(t1 / t0) / math.log(m1 / m0)
         lines += ["", f"Batched meta-fit time grows as M^{slope:.2f} from M = {m0} to M = {m1}."]
+    lines += [
+        "",
+        "## Suggestions",
+        "",
+        f"Steady: the suggestions at N_t = {STEADY[0]}..{STEADY[-1]} test observations of a BO "
+        "loop, ScaML-GP and headstart's plain GP on the same observations (one thread, UCB "
+        f"beta = 9). Cold: a fresh ScaML-GP model's first suggestion at N_t = {N_T}. Second "
+        "study: rebuilding the meta GPs from the model cache (JSON, no refit) and the first "
+        "`ask()` of a study whose sources' fit is already cached (SQLite).",
+        "",
+        "| M | ScaML steady, median (s) | plain GP, median (s) | ratio | ScaML steady, mean (s) "
+        "| plain GP, mean (s) | ratio | cold (s) | cache rebuild (s) | second study's first ask (s) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in Ms:
+        sm, gm = value(m, "suggest", "headstart-scaml"), value(m, "suggest", "headstart-gp")
+        sa = value(m, "suggest-mean", "headstart-scaml")
+        ga = value(m, "suggest-mean", "headstart-gp")
+        lines.append(
+            f"| {m} | {cell(m, 'suggest', 'headstart-scaml')} | "
+            f"{cell(m, 'suggest', 'headstart-gp')} | {ratio(sm, gm)} | "
+            f"{cell(m, 'suggest-mean', 'headstart-scaml')} | "
+            f"{cell(m, 'suggest-mean', 'headstart-gp')} | {ratio(sa, ga)} | "
+            f"{cell(m, 'suggest-cold', 'headstart-scaml')} | "
+            f"{cell(m, 'cache-rebuild', 'headstart-scaml')} | "
+            f"{cell(m, 'first-ask-cached', 'headstart-scaml')} |"
+        )
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ms", type=int, nargs="+", default=[8, 32, 128, 512, 2048])
-    parser.add_argument("--max-one-by-one", type=int, default=128)
-    parser.add_argument("--max-mtgp", type=int, default=8)
+    parser.add_argument("--ms", type=int, nargs="+", default=[16, 64, 256, 1024, 2048])
+    parser.add_argument("--max-one-by-one", type=int, default=256)
+    parser.add_argument("--max-mtgp", type=int, default=16)
     parser.add_argument("--out", type=Path, default=OUT / "scaml_scaling.csv")
     args = parser.parse_args(argv)
     import torch
@@ -286,25 +388,35 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(2)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = _load(args.out)
+
+    def single(measure, method, fn):
+        return ((measure, method),), lambda tasks: {(measure, method): (fn(tasks), "")}
+
     for M in args.ms:
         tasks = hartmann6_family(M, seed=M)
         jobs = [
-            ("meta_fit", "headstart-batched", time_batched, True),
-            ("meta_fit", "botorch-one-by-one", time_one_by_one, args.max_one_by_one >= M),
-            ("meta_fit", "botorch-mtgp", time_mtgp, args.max_mtgp >= M),
-            ("suggest", "headstart-scaml", lambda t: time_suggest(t, loop=True), True),
-            ("suggest-cold", "headstart-scaml", lambda t: time_suggest(t, loop=False), True),
+            (*single("meta_fit", "headstart-batched", time_batched), True),
+            (*single("meta_fit", "botorch-one-by-one", time_one_by_one), args.max_one_by_one >= M),
+            (*single("meta_fit", "botorch-mtgp", time_mtgp), args.max_mtgp >= M),
+            (
+                (("suggest", "headstart-scaml"), ("suggest", "headstart-gp")),
+                time_steady,
+                M <= MAX_SUGGEST_M,
+            ),
+            ((("suggest-cold", "headstart-scaml"),), time_cold, True),
+            ((("first-ask-cached", "headstart-scaml"),), time_second_study, True),
         ]
-        for measure, method, fn, run in jobs:
-            if (M, measure, method) in done or not run:
+        for keys, fn, run in jobs:
+            if all((M, *key) in done for key in keys) or not run:
                 continue
-            print(f"M={M} {measure} {method} ...", flush=True)
+            print(f"M={M} {', '.join(' '.join(k) for k in keys)} ...", flush=True)
             try:
-                seconds, note = fn(tasks), ""
+                results = fn(tasks)
             except Exception as e:  # recorded, not hidden
-                seconds, note = math.nan, f"failed: {type(e).__name__}"
-            print(f"  {seconds:.3f} s {note}", flush=True)
-            _append(args.out, (M, measure, method, f"{seconds:.6g}", note))
+                results = {key: (math.nan, f"failed: {type(e).__name__}") for key in keys}
+            for (measure, method), (seconds, note) in results.items():
+                print(f"  {measure} {method}: {seconds:.4f} s {note}", flush=True)
+                _append(args.out, (M, measure, method, f"{seconds:.6g}", note))
     report(args.out)
     print(f"wrote {args.out.with_suffix('.md')}")
 

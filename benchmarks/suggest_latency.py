@@ -11,10 +11,17 @@ call adds the ``n``-th point. BoTorch is timed as ``SingleTaskGP`` + ``fit_gpyto
 Regret is measured by the benchmark runner (``benchmarks/gp_vs_peers.py``), not here. Both GP
 engines are told the objective is noise-free, as in that comparison.
 
+``--dims`` instead sweeps the dimension at a fixed ``n`` (``--sizes``) on Ackley-d, through the
+public APIs of both libraries as a user runs them: a headstart study (``method="gp"``, in
+memory) and an Optuna study with ``GPSampler``, each holding the same ``n`` trials; ``--space
+mixed`` makes every third parameter an integer (0..20) and every third a categorical (5 choices).
+
 Usage::
 
     python benchmarks/suggest_latency.py            # → docs/benchmarks/suggest_latency.{csv,md}
     python benchmarks/suggest_latency.py --sizes 10 50 --repeats 3 --out /tmp/lat
+    python benchmarks/suggest_latency.py --dims 2 5 10 20 40 --sizes 50 --consecutive 5 \\
+        --out docs/benchmarks/suggest_latency_dims          # (and --space mixed)
 """
 
 from __future__ import annotations
@@ -127,6 +134,165 @@ def time_botorch(X: np.ndarray, y: np.ndarray, repeats: int) -> float:
     return statistics.median(times)
 
 
+# --- the dimension sweep, through the public APIs -----------------------------------------------
+CHOICES = ("a", "b", "c", "d", "e")
+
+
+def _kind(j: int, space: str) -> str:
+    if space == "continuous":
+        return "float"
+    return ("float", "int", "cat")[j % 3]
+
+
+def _sweep_trials(d: int, n: int, space: str, seed: int) -> list[tuple[dict, float]]:
+    """``n`` Sobol configurations of the ``d``-parameter space and their Ackley values."""
+    U = _design(d, n, seed)
+    trials = []
+    for u in U:
+        params, x = {}, np.empty(d)
+        for j in range(d):
+            kind = _kind(j, space)
+            if kind == "float":
+                params[f"x{j}"] = x[j] = float(-32.768 + 65.536 * u[j])
+            elif kind == "int":
+                params[f"x{j}"] = v = int(min(20, np.floor(21 * u[j])))
+                x[j] = -32.768 + 65.536 * v / 20
+            else:
+                k = int(min(4, np.floor(5 * u[j])))
+                params[f"x{j}"], x[j] = CHOICES[k], 4.0 * k
+        trials.append((params, float(ackley_values(x[None])[0])))
+    return trials
+
+
+def ackley_values(X: np.ndarray) -> np.ndarray:
+    from headstart.benchmarks.functions import ackley
+
+    return ackley(X)
+
+
+def time_headstart_study(trials, d: int, space: str, seed: int, consecutive: int) -> float:
+    """A headstart study holding ``trials[:k]``: mean seconds of ``ask()`` as one trial at a time
+    of the last ``consecutive`` is added."""
+    import headstart as hs
+
+    params = {
+        f"x{j}": {
+            "float": hs.Float(-32.768, 32.768),
+            "int": hs.Int(0, 20),
+            "cat": hs.Categorical(list(CHOICES)),
+        }[_kind(j, space)]
+        for j in range(d)
+    }
+    k = len(trials) - consecutive
+    study = hs.create_study(
+        f"lat-{seed}", hs.SearchSpace(params), storage=None, seed=seed, deterministic=True
+    )
+    study.add_trials(trials[:k])
+    study.tell(study.ask(), failed=True)  # warm state (not timed)
+    elapsed = 0.0
+    for i in range(k, len(trials)):
+        study.add_trials([trials[i]])
+        t0 = time.perf_counter()
+        trial = study.ask()
+        elapsed += time.perf_counter() - t0
+        study.tell(trial, failed=True)
+    return elapsed / consecutive
+
+
+def time_optuna_study(trials, d: int, space: str, seed: int, consecutive: int) -> float:
+    """The same with Optuna's ``GPSampler`` (defaults, told the objective is noise-free)."""
+    import optuna
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {
+        f"x{j}": {
+            "float": FloatDistribution(-32.768, 32.768),
+            "int": IntDistribution(0, 20),
+            "cat": CategoricalDistribution(list(CHOICES)),
+        }[_kind(j, space)]
+        for j in range(d)
+    }
+
+    def add(study, i: int) -> None:
+        p, v = trials[i]
+        study.add_trial(optuna.trial.create_trial(params=p, distributions=dists, value=v))
+
+    k = len(trials) - consecutive
+    with warnings.catch_warnings():  # deterministic_objective is experimental in Optuna 5
+        warnings.simplefilter("ignore")
+        sampler = optuna.samplers.GPSampler(seed=seed, deterministic_objective=True)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    for i in range(k):
+        add(study, i)
+    study.tell(study.ask(dists), state=optuna.trial.TrialState.FAIL)  # warm its cache
+    elapsed = 0.0
+    for i in range(k, len(trials)):
+        add(study, i)
+        t0 = time.perf_counter()
+        trial = study.ask(dists)
+        elapsed += time.perf_counter() - t0
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    return elapsed / consecutive
+
+
+def dims_table(dims: list[int], n: int, space: str, repeats: int, consecutive: int) -> list[dict]:
+    """One row per dimension: headstart's and Optuna's seconds per ask at ``n`` trials."""
+    rows = []
+    for d in dims:
+        trials = _sweep_trials(d, n, space, seed=d)
+        row = {"d": d, "n": n, "space": space}
+        ours, theirs = [], []
+        for r in range(repeats):  # interleaved, so drift in machine load hits both alike
+            ours.append(time_headstart_study(trials, d, space, r, consecutive))
+            theirs.append(time_optuna_study(trials, d, space, r, consecutive))
+        row["headstart"], row["optuna"] = statistics.median(ours), statistics.median(theirs)
+        rows.append(row)
+        print(
+            f"d={d:3d} {space}: headstart={row['headstart']:.4f}s optuna={row['optuna']:.4f}s "
+            f"ratio={row['headstart'] / row['optuna']:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return rows
+
+
+def write_dims_outputs(rows: list[dict], out: Path, repeats: int, consecutive: int) -> None:
+    """``<out>.csv`` and ``<out>.md``; rows of earlier runs with another space are kept."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fields = ["space", "d", "n", "headstart", "optuna"]
+    old = []
+    if out.with_suffix(".csv").exists():
+        with open(out.with_suffix(".csv")) as fh:
+            spaces = {r["space"] for r in rows}
+            old = [r for r in csv.DictReader(fh) if r["space"] not in spaces]
+    allrows = [{k: r[k] for k in fields} for r in old + rows]
+    with open(out.with_suffix(".csv"), "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(allrows)
+    lines = [
+        "# Seconds per ask vs the dimension (Ackley-d)",
+        "",
+        "Generated by `python benchmarks/suggest_latency.py --dims ...` (median of "
+        f"{repeats} repeats, interleaved, of the mean over {consecutive} consecutive asks, each "
+        "after adding one trial; both libraries through their public study APIs at defaults, "
+        "told the objective is noise-free; same trials for both; 2-core CPU machine). `mixed`: "
+        "every third parameter an integer 0..20, every third a categorical of 5 choices.",
+        "",
+        "| space | d | trials | headstart (s) | Optuna GPSampler (s) | headstart / optuna |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in allrows:
+        h, o = float(r["headstart"]), float(r["optuna"])
+        lines.append(f"| {r['space']} | {r['d']} | {r['n']} | {h:.4f} | {o:.4f} | {h / o:.2f} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
 def latency_table(
     sizes: list[int], repeats: int, methods: list[str], consecutive: int = 1
 ) -> list[dict]:
@@ -198,7 +364,16 @@ def main(argv: list[str] | None = None) -> None:
         default=DOCS / "suggest_latency",
         help="Output path without suffix (.csv and .md are written).",
     )
+    parser.add_argument(
+        "--dims", type=int, nargs="+", default=None, help="Sweep these dimensions (Ackley-d)."
+    )
+    parser.add_argument("--space", choices=["continuous", "mixed"], default="continuous")
     args = parser.parse_args(argv)
+    if args.dims:
+        rows = dims_table(args.dims, args.sizes[0], args.space, args.repeats, args.consecutive)
+        write_dims_outputs(rows, args.out, args.repeats, args.consecutive)
+        print(args.out.with_suffix(".md").read_text())
+        return
     rows = latency_table(args.sizes, args.repeats, args.methods, args.consecutive)
     write_outputs(rows, args.methods, args.out, args.repeats, args.consecutive)
     print(args.out.with_suffix(".md").read_text())

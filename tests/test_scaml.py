@@ -154,6 +154,45 @@ def test_fit_objective_is_the_conditional_likelihood_of_eq8(setup):
     assert value == pytest.approx(nll_z - log_prior, rel=1e-9, abs=1e-8)
 
 
+@pytest.mark.parametrize("with_categorical", [False, True])
+def test_fit_objective_closed_form_gradient_equals_autograd(setup, with_categorical):
+    """value_and_grad (R&W Eq. 5.9 in closed form) equals the autograd of the objective."""
+    rng = np.random.default_rng(4)
+    if with_categorical:  # synthetic meta moments: the formula does not care where they come from
+        n, M, d = 7, 4, 3
+        is_cat = np.array([False, True, False])
+        X_t = rng.random((n, d))
+        X_t[:, 1] = rng.integers(0, 3, n) / 2
+        U = rng.normal(size=(M, n))
+        G = rng.normal(size=(M, n, n))
+        S = G @ np.swapaxes(G, 1, 2) / n
+        z = rng.normal(size=n)
+        ybar, s = 0.3, 1.7
+    else:
+        tasks, meta, X_t, y_t, _, moments = setup
+        is_cat = np.zeros(D, bool)
+        ybar, s = pooled_stats(moments, y_t)
+        U, S, z = meta.mean(X_t), meta.cov(X_t, X_t), (y_t - ybar) / s
+        n, d = X_t.shape
+        M = len(tasks)
+    obj = _TestObjective(U, S, X_t, z, is_cat, ybar, s)
+    raw = np.concatenate(
+        [
+            rng.normal(-0.5, 0.5, (5, d)),
+            rng.normal(-1.0, 0.5, (5, 1)),
+            rng.normal(-5.0, 1.0, (5, 1)),
+            rng.gamma(1.0, 0.5, (5, M)),
+        ],
+        axis=1,
+    )
+    raw_t = torch.from_numpy(raw).requires_grad_(True)
+    expected = obj(raw_t)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), raw_t)
+    value, grad = obj.value_and_grad(torch.from_numpy(raw))
+    np.testing.assert_allclose(value.numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(grad.numpy(), expected_grad.numpy(), rtol=1e-7, atol=1e-8)
+
+
 def test_posterior_gradients_match_finite_differences(setup):
     _, meta, X_t, y_t, params, moments = setup
     ybar, s = pooled_stats(moments, y_t)
@@ -259,3 +298,49 @@ def test_fantasize_equals_conditioning_on_the_extended_data(setup):
     np.testing.assert_allclose(
         prior.fantasize(X_t, z).posterior(Xs)[0], direct.posterior(Xs)[0], atol=1e-10
     )
+
+
+def _restart_calls(model, monkeypatch, n_max):
+    import headstart._transfer.scaml as scaml_module
+
+    seen = {}
+
+    def spy(meta, moments, X_t, y_t, **kwargs):  # records the schedule, skips the fit
+        seen[len(y_t)] = (kwargs["n_prior_starts"], kwargs["factr"])
+        return ScaMLParams.initial(meta.n_tasks, D), math.nan, *pooled_stats(moments, y_t)
+
+    monkeypatch.setattr(scaml_module, "fit_test_params", spy)
+    rng = np.random.default_rng(0)
+    X = rng.random((n_max, D))
+    y = np.sin(3 * X[:, 0]) + X[:, 1]
+    for n in range(1, n_max + 1):
+        posterior, _ = model.condition(X[:n], y[:n], rng)
+    return seen, posterior
+
+
+def test_prior_restarts_follow_the_geometric_schedule(setup, monkeypatch):
+    """Every call up to 5 points, then after max(5, 25% of the last restart's n) new points."""
+    tasks, meta, *_ = setup
+    seen, posterior = _restart_calls(ScaML(tasks, np.zeros(D, bool), meta=meta), monkeypatch, 40)
+    restarts = [n for n, (starts, _) in seen.items() if starts]
+    assert restarts == [1, 2, 3, 4, 5, 10, 15, 20, 25, 32, 40]
+    assert {factr for _, factr in seen.values()} == {1e9}
+    assert posterior.screening_points == 1024
+    assert posterior.fantasize(np.full((1, D), 0.5), np.zeros(1)).screening_points == 1024
+
+
+def test_paper_schedule_restarts_at_every_call(setup, monkeypatch):
+    tasks, meta, *_ = setup
+    model = ScaML(
+        tasks,
+        np.zeros(D, bool),
+        meta=meta,
+        restart_every=1,
+        restart_growth=0.0,
+        fit_factr=1e7,
+        screening_points=2048,
+    )
+    seen, posterior = _restart_calls(model, monkeypatch, 12)
+    assert all(starts for starts, _ in seen.values()) and len(seen) == 12
+    assert {factr for _, factr in seen.values()} == {1e7}
+    assert posterior.screening_points == 2048

@@ -2,8 +2,8 @@ r"""Acquisition search on the mixed unit cube: Sobol screening, multi-start L-BF
 
 The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implementation):
 
-1. **Screening.** Evaluate the criterion on :data:`N_SOBOL` scrambled Sobol points (seeded by the
-   caller's ``rng``), snapped to the integer / categorical grids, in one batched no-grad call.
+1. **Screening.** Evaluate the criterion on :data:`N_SOBOL` scrambled Sobol points (or the
+   posterior's ``screening_points``; seeded by the caller's ``rng``), snapped to the integer / categorical grids, in one batched no-grad call.
    With a piBO prior that can be sampled, a share of these points (default half) are draws from
    the prior instead, so a narrow prior is not missed by uniform screening.
 2. **Starts.** The incumbent (best training point), the best Sobol point, and further Sobol points
@@ -169,7 +169,8 @@ def optimize_criterion(
         ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
     """
     d = space.dim
-    pool = space.snap(screening_points(criterion.prior, d, N_SOBOL, rng))
+    n_screen = getattr(criterion.posterior, "screening_points", N_SOBOL)
+    pool = space.snap(screening_points(criterion.prior, d, n_screen, rng))
     if candidates is not None:
         pool = np.concatenate([pool, candidates])
     pool_values = criterion.value(pool)

@@ -32,6 +32,9 @@ class Posterior(Protocol):
             search, or ``None`` when the model has none (the engine then uses a default).
         includes_noise: ``True`` when :meth:`posterior` returns the variance of a new
             *observation* ``y`` rather than of ``f``.
+        screening_points: Optional. How many Sobol points the acquisition search screens
+            (default :data:`headstart._engine.optimize.N_SOBOL`); a posterior that is costly per
+            point may ask for fewer.
     """
 
     outputscale: float

@@ -276,6 +276,71 @@ class TransferVariant:
         )
 
 
+def _build_scaml_before_issue18(ctx):
+    """ScaML-GP with the test-fit and search settings of before issue 18 (for the ablation)."""
+    from headstart._methods import _prefit_meta_gps
+    from headstart._transfer.scaml import ScaML
+
+    return ScaML(
+        ctx.meta_tasks,
+        ctx.is_cat,
+        seed=ctx.seed,
+        deterministic=ctx.deterministic,
+        meta=_prefit_meta_gps(ctx),
+        restart_growth=0.0,  # prior restarts every 5 observations
+        fit_factr=1e7,  # SciPy's default tolerance
+        screening_points=2048,  # the GP's screening
+    )
+
+
+def _build_gp_lognormal(ctx):
+    """The Matérn GP under Hvarfner et al. (2024)'s dimension-scaled log-normal hyperprior."""
+    from headstart._gp import MaternGP
+    from headstart._gp.prior import DimScaledLogNormalHyperPrior
+
+    return MaternGP(
+        ctx.is_cat, deterministic=ctx.deterministic, hyperprior=DimScaledLogNormalHyperPrior()
+    )
+
+
+def _register_ablations() -> None:
+    """Library methods that exist only for benchmark ablations (registered once per process)."""
+    from headstart._methods import _TRANSFER, MethodSpec, get_method, register_method
+
+    specs = (
+        MethodSpec(
+            "scaml-before18",
+            description="ScaML-GP as before issue 18 (benchmark ablation)",
+            build=_build_scaml_before_issue18,
+            **_TRANSFER,
+        ),
+        MethodSpec(
+            "gp-lognormal",
+            "none",
+            "GP-BO with the dimension-scaled log-normal hyperprior (benchmark ablation)",
+            _build_gp_lognormal,
+        ),
+    )
+    for spec in specs:
+        try:
+            get_method(spec.name)
+        except InvalidSettingError:
+            register_method(spec)
+
+
+_register_ablations()
+
+
+def run_headstart_gp_lognormal(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart GP-BO under the dimension-scaled log-normal hyperprior (Hvarfner et al. 2024)."""
+    return _run_headstart(task, seed, budget, "gp-lognormal")
+
+
+def run_headstart_scaml_before18(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart-scaml with the fit tolerance, restart schedule and screening before issue 18."""
+    return _run_transfer(task, seed, budget, "scaml-before18")
+
+
 def run_headstart_scaml_default(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """headstart ScaML-GP with the library's defaults (first trial mu - sigma, then LogEI)."""
     return _run_headstart(task, seed, budget, "scaml", transfer_from=list(task.meta_tasks))
@@ -595,6 +660,8 @@ register_method("headstart-stackgp", run_headstart_stackgp)
 register_method("headstart-mtgp", run_headstart_mtgp)
 register_method("headstart-warmstart", run_headstart_warmstart)
 register_method("headstart-scaml-default", run_headstart_scaml_default)
+register_method("headstart-scaml-before18", run_headstart_scaml_before18)
+register_method("headstart-gp-lognormal", run_headstart_gp_lognormal)
 register_method("optuna-tpe", run_optuna_tpe)
 register_method("optuna-gp", run_optuna_gp)
 register_method("botorch-gp", run_botorch_gp)
