@@ -59,7 +59,9 @@ _FIT_FACTR = 1e7  # SciPy's default relative-decrease tolerance
 _BUCKET_RATIO = 1.25  # tasks whose sizes differ by less than this factor share a padded size
 _BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
 _FIT_CHUNK_ELEMENTS = 1 << 18  # runs per objective call: ~2 MB of kernel matrices (cache-sized)
-_CHUNK_ELEMENTS = 1 << 21  # prediction works on row chunks of at most ~this many kernel entries
+_CHUNK_ELEMENTS = (
+    1 << 18
+)  # prediction works on row chunks of ~this many entries (2 MB: cache-sized)
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -758,10 +760,15 @@ class WeightedMeta:
             self._psi_Z_b = psi_Z
             V = g._L_inv @ g._k_train(self._maps.phi(Zt), self._psi_train).transpose(-1, -2)
             self._bB = self._bs[:, None, None] * (g._L_inv.transpose(-1, -2) @ V)  # b K^-1 k(X, Z)
-            # [L^-1; a s^y alpha^T; (b B)^T]: one matmul with k(X_m, x) gives V = L^-1 k(X_m, x),
-            # the mean terms and the cross terms
-            self._stacked = torch.cat(
-                [g._L_inv, self._a_alpha.unsqueeze(-2), self._bB.transpose(-1, -2)], dim=-2
+            # [L^-1; a s^y alpha^T; (b B)^T], stored transposed (Ma x N x R): one matmul
+            # k(x, X_m) @ it gives, per point, V = L^-1 k(X_m, x), the mean and the cross terms in
+            # rows of R contiguous numbers (sums over them are then cheap)
+            self._stacked = (
+                torch.cat(
+                    [g._L_inv, self._a_alpha.unsqueeze(-2), self._bB.transpose(-1, -2)], dim=-2
+                )
+                .transpose(-1, -2)
+                .contiguous()
             )
         self._stacked_grad: dict[str, torch.Tensor] = {}  # built on the first call with grad
 
@@ -772,11 +779,11 @@ class WeightedMeta:
         key = "full" if full else "contracted"
         if key not in self._stacked_grad:
             L_inv = self._g._L_inv
-            parts = [self._stacked, L_inv.transpose(-1, -2) @ L_inv]
+            parts = [self._stacked, L_inv.transpose(-1, -2) @ L_inv]  # K^-1 is symmetric
             if full:
                 XbB = self._g._X.unsqueeze(-1) * self._bB.unsqueeze(-2)  # Ma x N x d x p
-                parts.append(XbB.reshape(self._g.n_tasks, XbB.shape[1], -1).transpose(-1, -2))
-            self._stacked_grad[key] = torch.cat(parts, dim=-2)
+                parts.append(XbB.reshape(self._g.n_tasks, XbB.shape[1], -1))
+            self._stacked_grad[key] = torch.cat(parts, dim=-1).contiguous()
         return self._stacked_grad[key]
 
     @property
@@ -792,7 +799,7 @@ class WeightedMeta:
     ) -> tuple[np.ndarray, ...]:
         r"""Weighted mean, variance and cross-covariance at ``X`` (``m x d``).
 
-        Rows are processed in chunks whose temporaries hold at most ~``2^21`` entries.
+        Rows are processed in chunks whose temporaries hold at most ~``2^18`` entries.
 
         Args:
             X: ``m x d`` points.
@@ -843,15 +850,15 @@ class WeightedMeta:
             phi = self._maps.phi(X)
             k = g._k_train(phi, self._psi_train)  # Ma x c x N
             stack = self._grad_stack(contract is None) if grad else self._stacked
-            VAB = stack @ k.transpose(-1, -2)
+            VAB = torch.bmm(k, stack)  # Ma x c x R
         else:  # no active task: every sum is empty
             k = torch.zeros(0, c, N, dtype=DTYPE)
-            VAB = torch.zeros(0, 2 * N + 1 + p * (d + 1), c, dtype=DTYPE)
-        mean = VAB[:, N].sum(0)
-        V = VAB[:, :N]  # L^-1 k(X_m, x)
-        var_m = g._s.unsqueeze(-1) - V.square().sum(-2)  # Ma x c, standardized units
+            VAB = torch.zeros(0, c, 2 * N + 1 + p * (d + 1), dtype=DTYPE)
+        mean = VAB[:, :, N].sum(0)
+        V = VAB[:, :, :N]  # (L^-1 k(X_m, x))^T
+        var_m = g._s.unsqueeze(-1) - torch.linalg.vecdot(V, V)  # Ma x c, standardized units
         var = self._bs @ var_m.clamp_min(0.0)
-        kB = VAB[:, N + 1 : N + 1 + p].transpose(-1, -2)  # sum_i k_i b_m B_m,iz: Ma x c x p
+        kB = VAB[:, :, N + 1 : N + 1 + p]  # sum_i k_i b_m B_m,iz: Ma x c x p
         bk_xz = log_kernel(phi, self._psi_Z_b).exp_() if Ma else kB  # b_m k_m(x, z)
         cross = bk_xz.sum(0) - kB.sum(0)
         if not grad:
@@ -860,18 +867,18 @@ class WeightedMeta:
         X_train, w = g._X, g._w_num
         G = k * self._a_alpha.unsqueeze(-2)  # a_m alpha_mi k_i
         dmean = torch.einsum("mcj,mj->cj", G @ X_train, w) - X * (G.sum(-1).T @ w)
-        beta = VAB[:, N + 1 + p : 2 * N + 1 + p]  # K^-1 k(X_m, x): Ma x N x c
-        H = beta.transpose(-1, -2) * k * (var_m >= 0).to(DTYPE).unsqueeze(-1)  # 0 if clamped
+        beta = VAB[:, :, N + 1 + p : 2 * N + 1 + p]  # (K^-1 k(X_m, x))^T: Ma x c x N
+        H = beta * k * (var_m >= 0).to(DTYPE).unsqueeze(-1)  # 0 if clamped
         dvar = 2.0 * (
             X * (H.sum(-1).T @ self._bs_w) - torch.einsum("mcj,mj->cj", H @ X_train, self._bs_w)
         )
         # d cross / dx_j = sum_m w_mj [z_j b k_xz - x_j b Sigma_m(x, z) - sum_i k_i X_mij bB_iz]
         per_task = bk_xz - kB  # b_m Sigma_m(x, z)
         if contract is None:
-            kXbB = VAB[:, 2 * N + 1 + p :].reshape(Ma, d, p, c)
+            kXbB = VAB[:, :, 2 * N + 1 + p :].reshape(Ma, c, d, p)
             dcross = torch.einsum("mcp,mj->cpj", bk_xz, w) * self._Z.unsqueeze(0)
             dcross -= X.unsqueeze(1) * torch.einsum("mcp,mj->cpj", per_task, w)
-            dcross -= torch.einsum("mjpc,mj->cpj", kXbB, w)
+            dcross -= torch.einsum("mcjp,mj->cpj", kXbB, w)
             return mean, var, cross, dmean, dvar, dcross
         v = torch.as_tensor(np.asarray(contract(X.numpy(), cross.numpy()), dtype=np.float64))
         if v.ndim != 3 or v.shape[0] != c or v.shape[2] != p:

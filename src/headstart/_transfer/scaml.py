@@ -360,9 +360,11 @@ class _TestObjective:
         # (w @ U - ybar) / s = w @ ((U - ybar) / s) + ybar (sum w - 1) / s
         self.offset = ybar / scale
         self.S = torch.from_numpy(S / scale**2)  # M x n x n
+        self.S_flat = self.S.reshape(len(self.S), n * n)  # for the gradient's matmuls
         diff = X_t[:, None, :] - X_t[None, :, :]
         sq = np.where(is_cat, (diff != 0).astype(np.float64), diff * diff)
         self.sq = torch.from_numpy(sq)  # n x n x d
+        self.sq_flat = self.sq.reshape(n * n, d)
         self.z = torch.from_numpy(z_t)
         self.eye = torch.eye(n, dtype=torch.float64)
 
@@ -410,12 +412,12 @@ class _TestObjective:
         d = self.d
         log_ell, log_s, log_noise, w = raw[:, :d], raw[:, d], raw[:, d + 1], raw[:, d + 2 :]
         n = self.z.shape[0]
+        b = raw.shape[0]
         inv_sq_ell = torch.exp(-2.0 * log_ell)  # b x d
-        Kf = torch.exp(log_s)[:, None, None] * torch.exp(
-            -0.5 * (self.sq @ inv_sq_ell.T).permute(2, 0, 1)
-        )
+        # every contraction below is one matmul on flattened n x n matrices
+        Kf = torch.exp(log_s[:, None, None] - 0.5 * (inv_sq_ell @ self.sq_flat.T).view(b, n, n))
         noise = torch.exp(log_noise)
-        K = Kf + torch.einsum("bm,mij->bij", w * w, self.S)
+        K = Kf + ((w * w) @ self.S_flat).view(b, n, n)
         K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1))
         L = robust_cholesky(K)
         resid = self.z - (w @ self.U + self.offset * (w.sum(-1, keepdim=True) - 1.0))  # b x n
@@ -427,12 +429,12 @@ class _TestObjective:
             + 0.5 * n * math.log(2.0 * math.pi)
         )
         W -= alpha.unsqueeze(-1) * alpha.unsqueeze(-2)
-        P = W * Kf
-        g_ell = 0.5 * inv_sq_ell * torch.einsum("bik,ikj->bj", P, self.sq)
-        g_s = 0.5 * P.sum((-1, -2))
+        P = (W * Kf).reshape(b, n * n)
+        g_ell = 0.5 * inv_sq_ell * (P @ self.sq_flat)
+        g_s = 0.5 * P.sum(-1)
         g_noise = 0.5 * noise * torch.diagonal(W, dim1=-2, dim2=-1).sum(-1)
         g_w = (
-            w * torch.einsum("bij,mij->bm", W, self.S)
+            w * (W.reshape(b, n * n) @ self.S_flat.T)
             - alpha @ self.U.T
             - self.offset * alpha.sum(-1, keepdim=True)
             + 1.0
