@@ -262,14 +262,14 @@ def dims_table(dims: list[int], n: int, space: str, repeats: int, consecutive: i
 
 
 def write_dims_outputs(rows: list[dict], out: Path, repeats: int, consecutive: int) -> None:
-    """``<out>.csv`` and ``<out>.md``; rows of earlier runs with another space are kept."""
+    """``<out>.csv`` and ``<out>.md``; rows of earlier runs with another space or ``n`` are kept."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fields = ["space", "d", "n", "headstart", "optuna"]
     old = []
     if out.with_suffix(".csv").exists():
         with open(out.with_suffix(".csv")) as fh:
-            spaces = {r["space"] for r in rows}
-            old = [r for r in csv.DictReader(fh) if r["space"] not in spaces]
+            runs = {(r["space"], str(r["n"])) for r in rows}
+            old = [r for r in csv.DictReader(fh) if (r["space"], r["n"]) not in runs]
     allrows = [{k: r[k] for k in fields} for r in old + rows]
     with open(out.with_suffix(".csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
