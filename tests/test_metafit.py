@@ -370,20 +370,3 @@ def test_weighted_chunking_and_empty_weights(monkeypatch):
     assert dcross.shape == (9, 3, 3)
     with pytest.raises(ValueError):
         gps.weighted(a, -b, Z)
-
-
-def test_weighted_single_precision_screening_is_close_to_double():
-    _, _, gps, rng = _fixed_gps(seed=12)
-    Z, X = _points(rng, 5), _points(rng, 40)
-    a, b = rng.random(4), rng.random(4)
-    wm = gps.weighted(a, b, Z)
-    mean, var, cross = wm(X)
-    mean_s, var_s, cross_s = wm(X, single=True)
-    scale = float(np.abs(mean).max() + np.sqrt(var).max())
-    np.testing.assert_allclose(mean_s, mean, atol=1e-5 * scale)
-    np.testing.assert_allclose(var_s, var, rtol=1e-5, atol=1e-6 * float(var.max()))
-    np.testing.assert_allclose(cross_s, cross, atol=1e-6 * float(var.max()))
-    assert var_s.dtype == np.float64 and (var_s >= 0).all()
-    # no active task: the double-precision path's exact zeros
-    empty = gps.weighted(np.zeros(4), np.zeros(4), Z)(X, single=True)
-    assert all((value == 0).all() for value in empty)

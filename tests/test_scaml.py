@@ -212,27 +212,6 @@ def test_posterior_gradients_match_finite_differences(setup):
         np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-6)
 
 
-def test_screening_posterior_is_close_to_the_posterior_and_used_for_screening(setup):
-    from headstart._engine.acquisition import Criterion
-
-    _, meta, X_t, y_t, params, moments = setup
-    ybar, s = pooled_stats(moments, y_t)
-    post = ScaMLPosterior(meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0)
-    X = np.random.default_rng(7).random((300, D))
-    mu, var = post.posterior(X)
-    mu_s, var_s = post.screen(X)
-    # single-precision kernel products (~1e-7 relative), amplified by the test GP's A^-1
-    np.testing.assert_allclose(mu_s, mu, atol=1e-4 * float(np.sqrt(var).max()))
-    np.testing.assert_allclose(var_s, var, rtol=0, atol=1e-5 * float(var.max()))
-    calls = []
-    post.screen = lambda X: calls.append(len(X)) or post.posterior(X)
-    criterion = Criterion(post, "ucb", best_f=0.0, beta=4.0)
-    criterion.value(X[:5])
-    assert calls == []
-    criterion.value(X, screening=True)
-    assert calls == [300]
-
-
 def test_pooled_stats_equal_concatenation(setup):
     tasks, _, _, y_t, _, moments = setup
     pool = np.concatenate([t.y_max() for t in tasks] + [y_t])

@@ -246,18 +246,11 @@ class Criterion:
             return base * np.exp(term)
         return base + term
 
-    def value(self, X: np.ndarray, chunk: int = 4096, *, screening: bool = False) -> np.ndarray:
-        """Criterion at ``X`` (``m x d``), no gradient: returns ``m``.
-
-        ``screening``: through the posterior's ``screen`` where it has one (a faster, less
-        precise :meth:`posterior` for ranking many candidates).
-        """
-        predict = self.posterior.posterior
-        if screening:
-            predict = getattr(self.posterior, "screen", predict)
+    def value(self, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
+        """Criterion at ``X`` (``m x d``), no gradient: returns ``m``."""
         out = np.empty(X.shape[0])
         for i in range(0, X.shape[0], chunk):
-            mean, var = predict(X[i : i + chunk])
+            mean, var = self.posterior.posterior(X[i : i + chunk])
             if self.kind == "logei":
                 out[i : i + chunk] = log_ei(mean, var, self.best_f)
             else:

@@ -3,9 +3,7 @@ r"""Acquisition search on the mixed unit cube: Sobol screening, multi-start L-BF
 The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implementation):
 
 1. **Screening.** Evaluate the criterion on :data:`N_SOBOL` scrambled Sobol points (or the
-   posterior's ``screening_points``; seeded by the caller's ``rng``), snapped to the integer /
-   categorical grids, in one batched no-grad call (through the posterior's faster ``screen``
-   where it has one).
+   posterior's ``screening_points``; seeded by the caller's ``rng``), snapped to the integer / categorical grids, in one batched no-grad call.
    With a piBO prior that can be sampled, a share of these points (default half) are draws from
    the prior instead, so a narrow prior is not missed by uniform screening.
 2. **Starts.** The incumbent (best training point), the best Sobol point, and further Sobol points
@@ -175,7 +173,7 @@ def optimize_criterion(
     pool = space.snap(screening_points(criterion.prior, d, n_screen, rng))
     if candidates is not None:
         pool = np.concatenate([pool, candidates])
-    pool_values = criterion.value(pool, screening=True)
+    pool_values = criterion.value(pool)
     starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
     if len(train_y):
         incumbent = space.snap(train_X[np.argmax(train_y)][None, :].copy())

@@ -35,9 +35,6 @@ class Posterior(Protocol):
         screening_points: Optional. How many Sobol points the acquisition search screens
             (default :data:`headstart._engine.optimize.N_SOBOL`); a posterior that is costly per
             point may ask for fewer.
-
-    Optionally, ``screen(X) -> (mean, var)`` is a faster, less precise :meth:`posterior` that
-    the acquisition search uses to rank its screening points.
     """
 
     outputscale: float

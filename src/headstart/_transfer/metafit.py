@@ -771,7 +771,6 @@ class WeightedMeta:
                 .contiguous()
             )
         self._stacked_grad: dict[str, torch.Tensor] = {}  # built on the first call with grad
-        self._single: dict[str, torch.Tensor] = {}  # float32 copies, built on first use
 
     def _grad_stack(self, full: bool) -> torch.Tensor:
         """``[L^-1; a s^y alpha^T; (b B)^T; K^-1]`` and, if ``full``, ``(X_:j * b B)^T`` for each
@@ -797,8 +796,6 @@ class WeightedMeta:
         X: np.ndarray,
         grad: bool = False,
         contract: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-        *,
-        single: bool = False,
     ) -> tuple[np.ndarray, ...]:
         r"""Weighted mean, variance and cross-covariance at ``X`` (``m x d``).
 
@@ -807,9 +804,6 @@ class WeightedMeta:
         Args:
             X: ``m x d`` points.
             grad: Also return the gradients in ``X``.
-            single: Without ``grad``: form the kernel rows and their products in single
-                precision (twice as fast; relative errors ~1e-6, sums in double). For screening
-                many points, not for values that are compared closely.
             contract: Optional ``(X_chunk c x d, cross_chunk c x p) -> v (c x q x p)``. With
                 ``grad``, the last output is then ``sum_z v[x, q, z] dcross[x, z, :]`` (``m x q x
                 d``) instead of ``dcross``: what a GP posterior on top of this prior needs (e.g.
@@ -832,10 +826,9 @@ class WeightedMeta:
             out.append(None if contract is not None else torch.zeros(m, p, d, dtype=DTYPE))
         # temporaries per row and task: kernels (N, p); with a full gradient also d p
         per_row = max(self._g._mask.shape[1], p * (d if grad and contract is None else 1))
-        single = single and not grad
         with torch.no_grad():
             for c in self._g._chunks(m, per_row):
-                parts = self._chunk_single(Xt[c]) if single else self._chunk(Xt[c], grad, contract)
+                parts = self._chunk(Xt[c], grad, contract)
                 if grad and out[5] is None:
                     out[5] = torch.zeros(m, parts[5].shape[1], d, dtype=DTYPE)
                 for total, part in zip(out, parts, strict=True):
@@ -843,29 +836,6 @@ class WeightedMeta:
         if grad and out[5] is None:  # no rows
             out[5] = torch.zeros(0, 0, d, dtype=DTYPE)
         return tuple(t.numpy() for t in out)
-
-    def _chunk_single(self, X: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """:meth:`_chunk` without gradients, the kernel products in single precision."""
-        g = self._g
-        N, Ma = g._mask.shape[1], g.n_tasks
-        if not Ma:
-            return self._chunk(X, False, None)
-        if not self._single:  # float32 copies of the fixed factors, made once
-            f32 = torch.float32
-            self._single.update(
-                psi_train=self._psi_train.to(f32),
-                stacked=self._stacked.to(f32),
-                psi_Z_b=self._psi_Z_b.to(f32),
-                s=g._s.to(f32),
-            )
-        phi = self._maps.phi(X).to(torch.float32)
-        k = log_kernel(phi, self._single["psi_train"]).exp_()  # Ma x c x N
-        VAB = torch.bmm(k, self._single["stacked"])  # Ma x c x R
-        V = VAB[:, :, :N]
-        var_m = (self._single["s"].unsqueeze(-1) - torch.linalg.vecdot(V, V)).to(DTYPE)
-        bk_xz = log_kernel(phi, self._single["psi_Z_b"]).exp_()
-        cross = (bk_xz - VAB[:, :, N + 1 :]).to(DTYPE).sum(0)
-        return VAB[:, :, N].to(DTYPE).sum(0), self._bs @ var_m.clamp_min(0.0), cross
 
     def _chunk(
         self,

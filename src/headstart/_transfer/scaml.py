@@ -262,13 +262,10 @@ class ScaMLPosterior:
         return kx, beta
 
     # -- posterior interface --------------------------------------------------------------------
-    def posterior(self, X: np.ndarray, *, single: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        r"""Marginal posterior mean and variance (Eq. 7): ``m`` each.
-
-        ``single``: the meta-task kernel products in single precision (see :meth:`screen`).
-        """
+    def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Marginal posterior mean and variance (Eq. 7): ``m`` each."""
         X = np.asarray(X, dtype=np.float64)
-        mean, var, cross = self._meta(X, single=single)
+        mean, var, cross = self._meta(X)
         prior_mean = (mean - self.ybar) / self.scale
         prior_var = var / self.scale**2 + self.residual_scale
         if not len(self.z_t):
@@ -276,14 +273,6 @@ class ScaMLPosterior:
         kx = cross / self.scale**2 + self._test_kernel(X)  # m x n
         V = scipy.linalg.solve_triangular(self.L, kx.T, lower=True, check_finite=False)
         return prior_mean + kx @ self.alpha, np.maximum(prior_var - (V * V).sum(0), 1e-12)
-
-    def screen(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r""":meth:`posterior` for the acquisition search's screening points: the meta-task
-        kernel rows and their products (most of the cost) in single precision, about twice as
-        fast; the test GP in double. The products' ~1e-7 relative errors reach the mean
-        amplified by ``A^{-1}``: measured up to ~4e-5 of the posterior sd (tested at 1e-4),
-        harmless for ranking candidates, which the search then refines in double precision."""
-        return self.posterior(X, single=True)
 
     def posterior_and_grad(
         self, X: np.ndarray
