@@ -3,7 +3,8 @@ r"""Acquisition search on the mixed unit cube: Sobol screening, multi-start L-BF
 The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implementation):
 
 1. **Screening.** Evaluate the criterion on :data:`N_SOBOL` scrambled Sobol points (or the
-   posterior's ``screening_points``; seeded by the caller's ``rng``), snapped to the integer / categorical grids, in one batched no-grad call.
+   posterior's ``screening_points``; seeded by the caller's ``rng``), snapped to the integer /
+   categorical grids, in one batched no-grad call.
    With a piBO prior that can be sampled, a share of these points (default half) are draws from
    the prior instead, so a narrow prior is not missed by uniform screening.
 2. **Starts.** The incumbent (best training point), the best Sobol point, and further Sobol points

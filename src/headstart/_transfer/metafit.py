@@ -59,9 +59,8 @@ _FIT_FACTR = 1e7  # SciPy's default relative-decrease tolerance
 _BUCKET_RATIO = 1.25  # tasks whose sizes differ by less than this factor share a padded size
 _BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
 _FIT_CHUNK_ELEMENTS = 1 << 18  # runs per objective call: ~2 MB of kernel matrices (cache-sized)
-_CHUNK_ELEMENTS = (
-    1 << 18
-)  # prediction works on row chunks of ~this many entries (2 MB: cache-sized)
+# prediction works on row chunks of ~this many entries (2 MB: cache-sized)
+_CHUNK_ELEMENTS = 1 << 18
 _LOG_2PI = math.log(2.0 * math.pi)
 
 

@@ -177,11 +177,11 @@ class ScaMLPosterior:
         task_sd: ``M`` standard deviations of the raw meta targets (for pruning).
         prune_threshold: Tasks with ``w_i sd_i M / sum_j w_j sd_j`` below this are left out of
             the prediction (the reference implementation's speed-up; 0 keeps every task).
+        screening_points: Sobol points the acquisition search screens (each point costs
+            ~``M_active N_m (2 N_m + N_t)`` flops: as many as the reference code screens).
     """
 
     includes_noise = False
-    # Each point costs ~M_active N_m (2 N_m + N_t) flops: screen as the reference code does
-    screening_points = SCREENING_POINTS
 
     def __init__(
         self,
@@ -194,6 +194,7 @@ class ScaMLPosterior:
         *,
         task_sd: np.ndarray | None = None,
         prune_threshold: float = PRUNE_THRESHOLD,
+        screening_points: int = SCREENING_POINTS,
     ) -> None:
         self.meta = meta
         self.is_cat = np.asarray(meta.is_cat, dtype=bool)
@@ -201,7 +202,12 @@ class ScaMLPosterior:
         self.z_t = np.asarray(z_t, dtype=np.float64).reshape(-1)
         self.params = params
         self.ybar, self.scale = float(ybar), float(scale)
-        self._pruning = {"task_sd": task_sd, "prune_threshold": prune_threshold}
+        self.screening_points = int(screening_points)
+        self._settings = {
+            "task_sd": task_sd,
+            "prune_threshold": prune_threshold,
+            "screening_points": self.screening_points,
+        }
         w = np.asarray(params.weights, dtype=np.float64)
         if prune_threshold > 0.0 and len(w) and task_sd is not None:
             sd = np.asarray(task_sd, dtype=np.float64)
@@ -234,17 +240,15 @@ class ScaMLPosterior:
     def fantasize(self, X: np.ndarray, z: np.ndarray) -> ScaMLPosterior:
         """This posterior after also observing ``z`` (normalized units) at ``X``, same parameters."""
         X = np.asarray(X, dtype=np.float64).reshape(-1, len(self.is_cat))
-        out = ScaMLPosterior(
+        return ScaMLPosterior(
             self.meta,
             np.concatenate([self.X_t, X]),
             np.concatenate([self.z_t, np.asarray(z, dtype=np.float64).reshape(-1)]),
             self.params,
             self.ybar,
             self.scale,
-            **self._pruning,
+            **self._settings,
         )
-        out.screening_points = self.screening_points
-        return out
 
     # -- prior pieces ---------------------------------------------------------------------------
     def _test_kernel(self, X: np.ndarray) -> np.ndarray:
@@ -658,8 +662,8 @@ class ScaML(TransferSurrogate):
             scale,
             task_sd=np.sqrt(self.moments.var),
             prune_threshold=self.prune_threshold,
+            screening_points=self.screening_points,
         )
-        posterior.screening_points = self.screening_points
         return posterior, z_t
 
     def weight_summary(self) -> dict[str, Any]:
