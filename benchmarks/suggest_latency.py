@@ -73,40 +73,51 @@ def time_headstart(X: np.ndarray, y: np.ndarray, repeats: int, consecutive: int 
     return statistics.median(times)
 
 
-def time_optuna(X: np.ndarray, y: np.ndarray, repeats: int, consecutive: int = 1) -> float:
+def _optuna_seconds_per_ask(
+    trials: list[tuple[dict, float]], dists: dict, direction: str, seed: int, consecutive: int
+) -> float:
+    """An Optuna ``GPSampler`` study (told the objective is noise-free) holding ``trials[:k]``:
+    mean seconds of ``ask()`` as one trial at a time of the last ``consecutive`` is added, after
+    one untimed ask that warms its hyperparameter cache."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    d = X.shape[1]
-    dists = {f"x{j}": optuna.distributions.FloatDistribution(0.0, 1.0) for j in range(d)}
 
     def add(study, i: int) -> None:
-        params = {f"x{j}": float(X[i, j]) for j in range(d)}
-        study.add_trial(
-            optuna.trial.create_trial(params=params, distributions=dists, value=float(y[i]))
-        )
+        params, value = trials[i]
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=value))
 
-    times = []
-    k = len(X) - consecutive
-    for r in range(repeats):
-        with warnings.catch_warnings():  # deterministic_objective is experimental in Optuna 5
-            warnings.simplefilter("ignore")
-            sampler = optuna.samplers.GPSampler(
-                seed=r, n_startup_trials=10, deterministic_objective=True
-            )
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for i in range(k):
-            add(study, i)
-        trial = study.ask(dists)  # warm its hyperparameter cache
+    k = len(trials) - consecutive
+    with warnings.catch_warnings():  # deterministic_objective is experimental in Optuna 5
+        warnings.simplefilter("ignore")
+        sampler = optuna.samplers.GPSampler(
+            seed=seed, n_startup_trials=10, deterministic_objective=True
+        )
+    study = optuna.create_study(direction=direction, sampler=sampler)
+    for i in range(k):
+        add(study, i)
+    study.tell(study.ask(dists), state=optuna.trial.TrialState.FAIL)  # warm its cache
+    elapsed = 0.0
+    for i in range(k, len(trials)):
+        add(study, i)
+        t0 = time.perf_counter()
+        trial = study.ask(dists)
+        elapsed += time.perf_counter() - t0
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        elapsed = 0.0
-        for i in range(k, len(X)):
-            add(study, i)
-            t0 = time.perf_counter()
-            trial = study.ask(dists)
-            elapsed += time.perf_counter() - t0
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        times.append(elapsed / consecutive)
+    return elapsed / consecutive
+
+
+def time_optuna(X: np.ndarray, y: np.ndarray, repeats: int, consecutive: int = 1) -> float:
+    from optuna.distributions import FloatDistribution
+
+    d = X.shape[1]
+    dists = {f"x{j}": FloatDistribution(0.0, 1.0) for j in range(d)}
+    trials = [
+        ({f"x{j}": float(x[j]) for j in range(d)}, float(v)) for x, v in zip(X, y, strict=True)
+    ]
+    times = [
+        _optuna_seconds_per_ask(trials, dists, "maximize", r, consecutive) for r in range(repeats)
+    ]
     return statistics.median(times)
 
 
@@ -201,14 +212,12 @@ def time_headstart_study(trials, d: int, space: str, seed: int, consecutive: int
 
 def time_optuna_study(trials, d: int, space: str, seed: int, consecutive: int) -> float:
     """The same with Optuna's ``GPSampler`` (defaults, told the objective is noise-free)."""
-    import optuna
     from optuna.distributions import (
         CategoricalDistribution,
         FloatDistribution,
         IntDistribution,
     )
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists = {
         f"x{j}": {
             "float": FloatDistribution(-32.768, 32.768),
@@ -217,27 +226,7 @@ def time_optuna_study(trials, d: int, space: str, seed: int, consecutive: int) -
         }[_kind(j, space)]
         for j in range(d)
     }
-
-    def add(study, i: int) -> None:
-        p, v = trials[i]
-        study.add_trial(optuna.trial.create_trial(params=p, distributions=dists, value=v))
-
-    k = len(trials) - consecutive
-    with warnings.catch_warnings():  # deterministic_objective is experimental in Optuna 5
-        warnings.simplefilter("ignore")
-        sampler = optuna.samplers.GPSampler(seed=seed, deterministic_objective=True)
-    study = optuna.create_study(direction="minimize", sampler=sampler)
-    for i in range(k):
-        add(study, i)
-    study.tell(study.ask(dists), state=optuna.trial.TrialState.FAIL)  # warm its cache
-    elapsed = 0.0
-    for i in range(k, len(trials)):
-        add(study, i)
-        t0 = time.perf_counter()
-        trial = study.ask(dists)
-        elapsed += time.perf_counter() - t0
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    return elapsed / consecutive
+    return _optuna_seconds_per_ask(trials, dists, "minimize", seed, consecutive)
 
 
 def dims_table(dims: list[int], n: int, space: str, repeats: int, consecutive: int) -> list[dict]:
