@@ -353,6 +353,12 @@ def test_suggest_latency_script_smoke(tmp_path):
     table = out.with_suffix(".md").read_text()
     assert "| 11 |" in table and "headstart / optuna" in table
     assert out.with_suffix(".csv").read_text().startswith("n,headstart,optuna")
+    dims = tmp_path / "dims"
+    for space in ("continuous", "mixed"):  # the dimension sweep; each run keeps the other's rows
+        args = ["--dims", "3", "--sizes", "12", "--repeats", "1", "--consecutive", "1"]
+        module.main([*args, "--space", space, "--out", str(dims)])
+    table = dims.with_suffix(".md").read_text()
+    assert "| continuous | 3 | 12 |" in table and "| mixed | 3 | 12 |" in table
 
 
 def test_early_regret_summary_reports_trials_and_ratios():
