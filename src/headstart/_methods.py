@@ -204,13 +204,16 @@ def _prefit_meta_gps(ctx: BuildContext):
     return cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache, map=ctx.map)
 
 
-def _transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[BuildContext], Any]:
+def _transfer_builder(
+    module: str, name: str, *, meta_gps: bool, **settings: Any
+) -> Callable[[BuildContext], Any]:
     """A builder of ``headstart._transfer.<module>.<name>``; ``meta_gps``: it takes the cached
-    meta-task GPs (ScaML-GP, and RGPE whose base models are the same GPs)."""
+    meta-task GPs (ScaML-GP, and RGPE whose base models are the same GPs); ``settings`` are
+    passed to the model."""
 
     def build(ctx: BuildContext):
         model = getattr(importlib.import_module(f"headstart._transfer.{module}"), name)
-        kwargs = {}
+        kwargs = dict(settings)
         if meta_gps:
             kwargs["meta"] = _prefit_meta_gps(ctx)
         return model(

@@ -276,23 +276,6 @@ class TransferVariant:
         )
 
 
-def _build_scaml_before_issue18(ctx):
-    """ScaML-GP with the test-fit and search settings of before issue 18 (for the ablation)."""
-    from headstart._methods import _prefit_meta_gps
-    from headstart._transfer.scaml import ScaML
-
-    return ScaML(
-        ctx.meta_tasks,
-        ctx.is_cat,
-        seed=ctx.seed,
-        deterministic=ctx.deterministic,
-        meta=_prefit_meta_gps(ctx),
-        restart_growth=0.0,  # prior restarts every 5 observations
-        fit_factr=1e7,  # SciPy's default tolerance
-        screening_points=2048,  # the GP's screening
-    )
-
-
 def _build_gp_lognormal(ctx):
     """The Matérn GP under Hvarfner et al. (2024)'s dimension-scaled log-normal hyperprior."""
     from headstart._gp import MaternGP
@@ -305,13 +288,26 @@ def _build_gp_lognormal(ctx):
 
 def _register_ablations() -> None:
     """Library methods that exist only for benchmark ablations (registered once per process)."""
-    from headstart._methods import _TRANSFER, MethodSpec, get_method, register_method
+    from headstart._methods import (
+        _TRANSFER,
+        MethodSpec,
+        _transfer_builder,
+        get_method,
+        register_method,
+    )
 
     specs = (
         MethodSpec(
             "scaml-before18",
             description="ScaML-GP as before issue 18 (benchmark ablation)",
-            build=_build_scaml_before_issue18,
+            build=_transfer_builder(
+                "scaml",
+                "ScaML",
+                meta_gps=True,
+                restart_growth=0.0,  # prior restarts every 5 observations
+                fit_factr=1e7,  # SciPy's default tolerance
+                screening_points=2048,  # the GP's screening
+            ),
             **_TRANSFER,
         ),
         MethodSpec(
