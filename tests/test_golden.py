@@ -1,9 +1,12 @@
-"""Seeded suggestions equal the golden file recorded before the engine redesign (to 1e-9).
+"""Seeded suggestions equal the golden file (to 1e-9), on every x86-64 CPU with AVX2.
 
-The golden file (``tests/golden/suggestions.json``) was recorded with
-``python tests/golden/make_golden.py`` before the one-engine redesign; every intended difference
-since is listed in ``INTENDED`` with its reason. Optimizer results depend on the exact numeric
-libraries, so the comparison runs only where they are the recorded versions.
+The golden file (``tests/golden/suggestions.json``) is recorded with ``python
+tests/golden/make_golden.py``; every intended difference since is listed in ``INTENDED`` with its
+reason, or the file is re-recorded in the commit that changes the behaviour. Both the recording and
+this check run the cases in a child process pinned to one set of CPU kernels
+(``make_golden.REFERENCE_ENV``), so the comparison does not depend on the machine's own kernels
+(AVX-512 or AVX2, Intel or AMD). It still depends on the library versions, so it runs only where
+they are the recorded ones.
 """
 
 from __future__ import annotations
@@ -24,23 +27,40 @@ _SPEC.loader.exec_module(golden)
 RECORDED = json.loads(golden.GOLDEN.read_text())
 INTENDED: dict[str, str] = {}  # case -> why its suggestions changed on purpose
 
-
-def _cases():
-    return [pytest.param(name, thunk, id=name) for name, thunk in golden.cases()]
+pytestmark = pytest.mark.xdist_group("golden")  # one worker computes the cases once
 
 
-@pytest.mark.skipif(
-    golden.versions() != RECORDED["versions"],
-    reason=f"golden suggestions were recorded with {RECORDED['versions']}",
-)
-@pytest.mark.parametrize(("name", "thunk"), _cases())
-def test_same_seed_same_suggestions(name, thunk):
+@pytest.fixture(scope="session")
+def fresh() -> dict:
+    """Every case run now, in a child process under the reference kernels."""
+    missing = golden.reference_kernels_missing()
+    if missing:
+        pytest.skip(missing)
+    if golden.versions() != RECORDED["versions"]:
+        pytest.skip(f"golden suggestions were recorded with {RECORDED['versions']}")
+    return golden.record_under_reference_kernels()
+
+
+@pytest.mark.parametrize("name", [name for name, _ in golden.cases()])
+def test_same_seed_same_suggestions(name, fresh):
     if name in INTENDED:
         pytest.skip(INTENDED[name])
+    assert fresh["versions"] == RECORDED["versions"]
     np.testing.assert_allclose(
-        np.array(thunk()), np.array(RECORDED["cases"][name]), atol=1e-9, rtol=0
+        np.array(fresh["cases"][name]), np.array(RECORDED["cases"][name]), atol=1e-9, rtol=0
     )
 
 
 def test_every_case_recorded():
     assert sorted(RECORDED["cases"]) == sorted(name for name, _ in golden.cases())
+
+
+def test_the_reference_kernels_are_pinned_whatever_the_parent_runs(monkeypatch):
+    """The child's environment overrides what the parent has, kernels and threads alike."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    monkeypatch.setenv("NPY_ENABLE_CPU_FEATURES", "X86_V4")
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    env = golden.reference_environment()
+    assert env["OPENBLAS_CORETYPE"] == "Haswell" and env["MKL_CBWR"] == "COMPATIBLE"
+    assert env["OMP_NUM_THREADS"] == "1" and "NPY_ENABLE_CPU_FEATURES" not in env

@@ -141,7 +141,7 @@ def test_a_dask_cluster_runs_the_workers(tmp_path):
     study = hs.create_study("dask", task.space, storage=url, method="random", seed=0)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -205,7 +205,7 @@ def test_a_dask_cluster_spreads_a_large_meta_fit(tmp_path, monkeypatch):
     monkeypatch.setattr(_parallel, "_dask_map", recording_map)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

@@ -259,7 +259,7 @@ def test_configspace_import():
             "k": cs_mod.Constant("k", 5),
         }
     )
-    space = hs.SearchSpace.from_configspace(cs)
+    space = hs.from_configspace(cs)
     assert math.isclose(space["lr"].prior.mean, 1e-3) and space["lr"].log
     assert space["x"].prior == hs.Beta(2.0, 3.0)
     assert space["n"] == hs.Int(1, 10)
@@ -354,4 +354,4 @@ def test_configspace_conditions_are_named_in_the_error():
     cs = cs_mod.ConfigurationSpace({"kernel": ["rbf", "poly"], "degree": (1, 5)})
     cs.add(cs_mod.EqualsCondition(cs["degree"], cs["kernel"], "poly"))
     with pytest.raises(hs.SearchSpaceError, match="condition degree \\| kernel == 'poly'"):
-        hs.SearchSpace.from_configspace(cs)
+        hs.from_configspace(cs)

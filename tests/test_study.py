@@ -158,7 +158,11 @@ def test_unknown_study_and_mismatched_recreation(tmp_path):
     other = hs.SearchSpace(
         {"x": hs.Float(-2.0, 3.0), "n": hs.Int(1, 4), "c": hs.Categorical(["a", "b"])}
     )
-    with pytest.raises(DuplicatedStudyError, match="'x' was"):
+    with pytest.raises(
+        DuplicatedStudyError,
+        match=r"'x' is float in \[-2.0, 2.0\] in the stored study "
+        r"but float in \[-2.0, 3.0\] in this call",
+    ):
         hs.create_study("a", other, storage=url)
     with pytest.raises(DuplicatedStudyError, match="direction"):
         hs.create_study("a", space2(), storage=url, direction="maximize")

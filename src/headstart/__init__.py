@@ -16,58 +16,31 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from headstart import exceptions as _exceptions
+
 # Public names are loaded on first use (PEP 562), so `import headstart` and `headstart --help`
-# stay fast: the study layer pulls in NumPy and SQLAlchemy, models pull in torch.
-_EXPORTS = {
-    "ReadOnlyAttributesError": "headstart.exceptions",
-    "StorageNotFoundError": "headstart.exceptions",
-    "ForeignStorageError": "headstart.exceptions",
+# stay fast: the study layer pulls in NumPy and SQLAlchemy, models pull in torch. The exception
+# classes are every name in `headstart.exceptions.__all__` (a module that imports nothing).
+_EXPORTS = {name: "headstart.exceptions" for name in _exceptions.__all__} | {
     "Beta": "headstart.priors",
     "Categorical": "headstart.space",
-    "ConstantTargetError": "headstart.exceptions",
-    "DatasetError": "headstart.exceptions",
-    "DuplicatedStudyError": "headstart.exceptions",
-    "EmptySourceError": "headstart.exceptions",
     "Fixed": "headstart.space",
     "Float": "headstart.space",
-    "HeadstartError": "headstart.exceptions",
-    "HeadstartWarning": "headstart.exceptions",
     "Int": "headstart.space",
-    "InvalidParamsError": "headstart.exceptions",
-    "InvalidSettingError": "headstart.exceptions",
-    "InvalidValueError": "headstart.exceptions",
-    "KernelExpressionError": "headstart.exceptions",
-    "MetaDataValueError": "headstart.exceptions",
     "MetaTask": "headstart._meta",
-    "MissingValuesError": "headstart.exceptions",
-    "ModelFittingError": "headstart.exceptions",
-    "NoCompletedTrialsError": "headstart.exceptions",
-    "NonNumericColumnError": "headstart.exceptions",
     "Normal": "headstart.priors",
-    "NumericsWarning": "headstart.exceptions",
-    "PriorDensityError": "headstart.exceptions",
     "SearchSpace": "headstart.space",
-    "SearchSpaceError": "headstart.exceptions",
-    "SourceFileError": "headstart.exceptions",
-    "SourceSpaceMismatchError": "headstart.exceptions",
-    "StorageError": "headstart.exceptions",
-    "StorageVersionError": "headstart.exceptions",
     "Study": "headstart.study",
-    "TooFewRowsError": "headstart.exceptions",
     "TransferReport": "headstart.transfer",
     "Trial": "headstart.study",
-    "TrialAlreadyFinishedError": "headstart.exceptions",
     "Uniform": "headstart.priors",
-    "UnknownColumnError": "headstart.exceptions",
-    "UnknownStudyError": "headstart.exceptions",
-    "UnknownTrialError": "headstart.exceptions",
     "create_study": "headstart.study",
     "delete_study": "headstart.study",
+    "from_configspace": "headstart.configspace",
     "kernels": "headstart.kernels",
     "load_study": "headstart.study",
     "mphd": "headstart.mphd",
-    "PriorModelError": "headstart.exceptions",
-    "PretrainingDataError": "headstart.exceptions",
+    "to_configspace": "headstart.configspace",
 }
 
 
@@ -86,99 +59,29 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from headstart import kernels, mphd
-    from headstart._meta import MetaTask
-    from headstart.exceptions import (
-        ConstantTargetError,
-        DatasetError,
-        DuplicatedStudyError,
-        EmptySourceError,
-        ForeignStorageError,
-        HeadstartError,
-        HeadstartWarning,
-        InvalidParamsError,
-        InvalidSettingError,
-        InvalidValueError,
-        KernelExpressionError,
-        MetaDataValueError,
-        MissingValuesError,
-        ModelFittingError,
-        NoCompletedTrialsError,
-        NonNumericColumnError,
-        NumericsWarning,
-        PretrainingDataError,
-        PriorDensityError,
-        PriorModelError,
-        ReadOnlyAttributesError,
-        SearchSpaceError,
-        SourceFileError,
-        SourceSpaceMismatchError,
-        StorageError,
-        StorageNotFoundError,
-        StorageVersionError,
-        TooFewRowsError,
-        TrialAlreadyFinishedError,
-        UnknownColumnError,
-        UnknownStudyError,
-        UnknownTrialError,
-    )
-    from headstart.priors import Beta, Normal, Uniform
-    from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
-    from headstart.study import Study, Trial, create_study, delete_study, load_study
-    from headstart.transfer import TransferReport
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly ("X as X"
+    # marks a re-export, PEP 484)
+    from headstart import kernels as kernels
+    from headstart import mphd as mphd
+    from headstart._meta import MetaTask as MetaTask
+    from headstart.configspace import from_configspace as from_configspace
+    from headstart.configspace import to_configspace as to_configspace
+    from headstart.exceptions import *  # noqa: F403  (the names of exceptions.__all__)
+    from headstart.priors import Beta as Beta
+    from headstart.priors import Normal as Normal
+    from headstart.priors import Uniform as Uniform
+    from headstart.space import Categorical as Categorical
+    from headstart.space import Fixed as Fixed
+    from headstart.space import Float as Float
+    from headstart.space import Int as Int
+    from headstart.space import SearchSpace as SearchSpace
+    from headstart.study import Study as Study
+    from headstart.study import Trial as Trial
+    from headstart.study import create_study as create_study
+    from headstart.study import delete_study as delete_study
+    from headstart.study import load_study as load_study
+    from headstart.transfer import TransferReport as TransferReport
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Beta",
-    "Categorical",
-    "ConstantTargetError",
-    "DatasetError",
-    "DuplicatedStudyError",
-    "EmptySourceError",
-    "Fixed",
-    "Float",
-    "ForeignStorageError",
-    "HeadstartError",
-    "HeadstartWarning",
-    "Int",
-    "InvalidParamsError",
-    "InvalidSettingError",
-    "InvalidValueError",
-    "KernelExpressionError",
-    "MetaDataValueError",
-    "MetaTask",
-    "MissingValuesError",
-    "ModelFittingError",
-    "NoCompletedTrialsError",
-    "NonNumericColumnError",
-    "Normal",
-    "NumericsWarning",
-    "PretrainingDataError",
-    "PriorDensityError",
-    "PriorModelError",
-    "ReadOnlyAttributesError",
-    "SearchSpace",
-    "SearchSpaceError",
-    "SourceFileError",
-    "SourceSpaceMismatchError",
-    "StorageError",
-    "StorageNotFoundError",
-    "StorageVersionError",
-    "Study",
-    "TooFewRowsError",
-    "TransferReport",
-    "Trial",
-    "TrialAlreadyFinishedError",
-    "Uniform",
-    "UnknownColumnError",
-    "UnknownStudyError",
-    "UnknownTrialError",
-    "__version__",
-    "create_study",
-    "delete_study",
-    "kernels",
-    "load_study",
-    "mphd",
-]
+__all__ = [*sorted(_EXPORTS), "__version__"]

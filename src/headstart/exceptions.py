@@ -171,6 +171,7 @@ __all__ = [
     "NonNumericColumnError",
     "NumericsWarning",
     "PretrainingDataError",
+    "PriorDensityError",
     "PriorModelError",
     "ReadOnlyAttributesError",
     "SearchSpaceError",

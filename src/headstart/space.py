@@ -573,9 +573,53 @@ class SearchSpace(Mapping[str, Param]):
         except (KeyError, TypeError, AttributeError) as e:
             raise SearchSpaceError(f"Not a serialised headstart search space: {e!r}.") from e
 
-    @classmethod
-    def from_configspace(cls, configspace: Any) -> SearchSpace:
-        """Convert a ConfigSpace ``ConfigurationSpace`` (see :mod:`headstart.configspace`)."""
-        from headstart.configspace import from_configspace
 
-        return from_configspace(configspace)
+def _param_text(p: dict, beliefs: bool) -> str:
+    """A parameter's JSON form in words: ``float in [0.0, 1.0] (log)``, ``categorical [...]``."""
+    kind = p["type"]
+    if kind in ("float", "int"):
+        text = f"{kind} in [{p['low']!r}, {p['high']!r}]" + (" (log)" if p["log"] else "")
+    elif kind == "categorical":
+        text = f"categorical {p['choices']!r}"
+    else:
+        text = f"fixed at {p['value']!r}"
+    prior = p.get("prior") or {"type": "uniform"}
+    if beliefs and prior["type"] != "uniform":
+        args = ", ".join(f"{k}={v!r}" for k, v in prior.items() if k != "type")
+        text += f", prior {prior['type']}({args})"
+    if beliefs and p.get("weights"):
+        text += f", weights {p['weights']!r}"
+    return text
+
+
+def describe_difference(
+    a: SearchSpace, b: SearchSpace, a_is: str, b_is: str, *, beliefs: bool = True
+) -> str | None:
+    """How space ``a`` differs from ``b``, parameter by parameter, or ``None`` if it does not.
+
+    ``a_is`` and ``b_is`` name the two in the sentence (``"the source"``, ``"the study"``).
+    ``beliefs=False`` compares only what fixes the encoding (names, types, bounds, log scaling,
+    choices, fixed values), not priors or categorical weights.
+
+    Example:
+        >>> a = SearchSpace({"x": Float(0.0, 1.0)})
+        >>> b = SearchSpace({"x": Float(0.0, 2.0), "n": Int(1, 3)})
+        >>> describe_difference(a, b, "the source", "the study")
+        "parameter 'n' is missing from the source; parameter 'x' is float in [0.0, 1.0] in the source but float in [0.0, 2.0] in the study"
+    """
+    drop = () if beliefs else ("prior", "weights")
+    pa, pb = (
+        {n: {k: v for k, v in p.items() if k not in drop} for n, p in s.to_json()["params"].items()}
+        for s in (a, b)
+    )
+    if pa == pb:
+        return None
+    diffs = [f"parameter {n!r} is missing from {a_is}" for n in pb if n not in pa]
+    diffs += [f"{a_is} has an extra parameter {n!r}" for n in pa if n not in pb]
+    diffs += [
+        f"parameter {n!r} is {_param_text(pa[n], beliefs)} in {a_is} but "
+        f"{_param_text(pb[n], beliefs)} in {b_is}"
+        for n in pb
+        if n in pa and pa[n] != pb[n]
+    ]
+    return "; ".join(diffs) or "the parameters are in another order"

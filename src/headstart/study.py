@@ -36,7 +36,7 @@ from headstart.exceptions import (
 )
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
 from headstart.sources import resolve_prior_model, resolve_sources
-from headstart.space import SearchSpace
+from headstart.space import SearchSpace, describe_difference
 from headstart.storage import DEFAULT_STORAGE_URL, get_storage
 from headstart.storage.meta_data import save_meta_data
 
@@ -44,18 +44,6 @@ if TYPE_CHECKING:
     from headstart.storage.sql import Storage
 
 MAX_NAME_LENGTH = 512  # the studies.name column (storage/schema.py)
-
-
-def _describe_space_difference(old: SearchSpace, new: SearchSpace) -> str:
-    old_j, new_j = old.to_json()["params"], new.to_json()["params"]
-    diffs = [f"{n!r} is new" for n in new_j if n not in old_j]
-    diffs += [f"{n!r} is missing" for n in old_j if n not in new_j]
-    diffs += [
-        f"{n!r} was {old_j[n]} and is now {new_j[n]}"
-        for n in new_j
-        if n in old_j and old_j[n] != new_j[n]
-    ]
-    return "; ".join(diffs) or "parameter order differs"
 
 
 def _check_resumable(
@@ -67,7 +55,8 @@ def _check_resumable(
     if old_space != space:
         raise DuplicatedStudyError(
             f"Study {name!r} already exists in {store.url} with a different search space: "
-            f"{_describe_space_difference(old_space, space)}. Choose another name, or delete "
+            f"{describe_difference(old_space, space, 'the stored study', 'this call')}. Choose "
+            "another name, or delete "
             f"the old study (headstart studies delete {name})."
         )
     if record.direction != direction:

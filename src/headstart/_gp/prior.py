@@ -62,8 +62,20 @@ class HyperPrior(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+class _DefaultStart:
+    """``initial`` and ``to_json`` of the priors that have no parameters."""
+
+    kind: ClassVar[str]
+
+    def initial(self, dim: int) -> tuple[np.ndarray, float, float]:
+        return np.ones(dim), 1.0, 1e-2
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
 @dataclass(frozen=True)
-class OptunaHyperPrior:
+class OptunaHyperPrior(_DefaultStart):
     r"""Optuna ``GPSampler``'s heuristic prior (module docstring).
 
     Example:
@@ -79,15 +91,9 @@ class OptunaHyperPrior:
         w = inv_sq_lengthscales
         return -(0.1 / w + 0.1 * w).sum() + _gamma(outputscale, 2.0, 1.0) + _gamma(noise, 1.1, 30.0)
 
-    def initial(self, dim: int) -> tuple[np.ndarray, float, float]:
-        return np.ones(dim), 1.0, 1e-2
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind}
-
 
 @dataclass(frozen=True)
-class DimScaledLogNormalHyperPrior:
+class DimScaledLogNormalHyperPrior(_DefaultStart):
     r"""Hvarfner et al. (2024)'s dimension-scaled log-normal prior (module docstring)."""
 
     kind: ClassVar[str] = "lognormal"
@@ -103,27 +109,15 @@ class DimScaledLogNormalHyperPrior:
         lp_noise = -log_noise - 0.5 * (log_noise + 4.0) ** 2
         return lp_ell + lp_noise + _gamma(outputscale, 2.0, 1.0)
 
-    def initial(self, dim: int) -> tuple[np.ndarray, float, float]:
-        return np.ones(dim), 1.0, 1e-2
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind}
-
 
 @dataclass(frozen=True)
-class FlatHyperPrior:
+class FlatHyperPrior(_DefaultStart):
     r"""No prior: the MAP fit is the type-II maximum-likelihood fit (within the raw bounds)."""
 
     kind: ClassVar[str] = "flat"
 
     def log_prob(self, inv_sq_lengthscales, outputscale, noise):
         return outputscale * 0.0
-
-    def initial(self, dim: int) -> tuple[np.ndarray, float, float]:
-        return np.ones(dim), 1.0, 1e-2
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind}
 
 
 @dataclass(frozen=True)

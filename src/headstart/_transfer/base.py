@@ -16,6 +16,8 @@ class TransferSurrogate:
     """Base class: informative prior, no warm-start state, diagnostics from :meth:`report`."""
 
     informative_prior = True
+    is_cat: np.ndarray  # d mask of categorical columns
+    deterministic: bool = False  # pin the test GP's noise
 
     def report(self) -> dict[str, float]:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
@@ -38,6 +40,27 @@ class TransferSurrogate:
             from headstart._transfer.metafit import MetaGPParams
 
             self._target_params = MetaGPParams.from_raw(np.asarray(raw, dtype=np.float64))
+
+    def _test_data(self, X_t: np.ndarray, y_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(X_t as n x d float64, y_t as n float64)`` of ``condition``'s arguments, refused
+        (:class:`~headstart.InvalidValueError`) if any entry is NaN or infinite."""
+        from headstart._engine.numerics import check_training_data
+
+        check_training_data(X_t, y_t)
+        X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
+        return X_t, np.asarray(y_t, dtype=np.float64).reshape(-1)
+
+    def _refit_target(
+        self, X_t: np.ndarray, z: np.ndarray, rng: np.random.Generator, mean: float, std: float
+    ) -> Any:
+        """The test GP on standardized ``z`` (``y = mean + std z``), warm-started from the last fit:
+        a one-task :class:`~headstart._transfer._common.GPBatch` (RGPE, StackGP)."""
+        from headstart._transfer._common import GPBatch, fit_se_gp
+
+        self._target_params = fit_se_gp(
+            X_t, z, self.is_cat, rng=rng, init=self._target_params, deterministic=self.deterministic
+        )
+        return GPBatch([X_t], [z], self.is_cat, self._target_params, [mean], [std])
 
     def diagnostics(self) -> dict[str, Any]:
         """``{"weights": report(), "residual_variance": ...}`` of the last ``condition``."""

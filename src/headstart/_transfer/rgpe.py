@@ -49,11 +49,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from headstart._engine.numerics import check_training_data, robust_cholesky, standardize
+from headstart._engine.numerics import robust_cholesky, standardize
 from headstart._transfer._common import (
     MIN_VAR,
     GPBatch,
-    fit_se_gp,
     psd_sample,
     weighted_log_mean_lengthscales,
 )
@@ -257,8 +256,9 @@ class RGPE(TransferSurrogate):
         >>> X = rng.random((12, 1))
         >>> model = RGPE([(X, np.sin(6 * X[:, 0]))], np.array([False]))
         >>> post, y_model = model.condition(X[:4], np.sin(6 * X[:4, 0]), rng)
-        >>> post.posterior(X[:2])[0].shape, sorted(model.report())
-        ((2,), ['target', 'task0'])
+        >>> weights = model.report()  # the ensemble weights: the source's and the target GP's
+        >>> sorted(weights), round(sum(weights.values()), 9)
+        (['target', 'task0'], 1.0)
     """
 
     def __init__(
@@ -284,22 +284,10 @@ class RGPE(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[RGPEPosterior, np.ndarray]:
         """Refit the target GP and the weights; return ``(posterior, standardized y_t)``."""
-        check_training_data(X_t, y_t)
-        X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
+        X_t, y_t = self._test_data(X_t, y_t)
         z, _, _ = standardize(y_t)
         n, M = len(z), self.meta.n_tasks
-        target = None
-        if n:
-            params = fit_se_gp(
-                X_t,
-                z,
-                self.is_cat,
-                rng=rng,
-                init=self._target_params,
-                deterministic=self.deterministic,
-            )
-            self._target_params = params
-            target = GPBatch([X_t], [z], self.is_cat, params, [0.0], [1.0])
+        target = self._refit_target(X_t, z, rng, 0.0, 1.0) if n else None
         if n < 2:
             k = M + n  # uniform over the models that have data
             weights = np.full(M + 1, 1.0 / k)

@@ -60,7 +60,7 @@ import scipy.linalg
 import torch
 
 from headstart._engine.lbfgsb import batched_lbfgsb
-from headstart._engine.numerics import check_training_data, robust_cholesky
+from headstart._engine.numerics import robust_cholesky
 from headstart._gp.kernel import sq_dist_np
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.hyperprior import SCAML_TEST_HYPERPRIOR, SEHyperPrior
@@ -629,9 +629,7 @@ class ScaML(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[ScaMLPosterior, np.ndarray]:
         """Refit ``theta_t`` on the test data and return ``(posterior, normalized y_t)``."""
-        check_training_data(X_t, y_t)
-        X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
-        y_t = np.asarray(y_t, dtype=np.float64).reshape(-1)
+        X_t, y_t = self._test_data(X_t, y_t)
         cached = self._meta_at(X_t) if len(y_t) else None
         n = len(y_t)
         gap = max(self.restart_every, math.ceil(self.restart_growth * self._n_at_restart))

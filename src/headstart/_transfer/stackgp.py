@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from headstart._engine.numerics import check_training_data, standardize
+from headstart._engine.numerics import standardize
 from headstart._transfer._common import (
     MIN_VAR,
     GPBatch,
@@ -181,10 +181,11 @@ class StackGP(TransferSurrogate):
     Example:
         >>> rng = np.random.default_rng(0)
         >>> X = rng.random((12, 1))
-        >>> model = StackGP([(X, np.sin(6 * X[:, 0]))], np.array([False]))
+        >>> sources = [(X, np.sin(6 * X[:, 0])), (X, np.sin(6 * X[:, 0]) + X[:, 0])]
+        >>> model = StackGP(sources, np.array([False]))  # a level per source, then the test level
         >>> post, y_model = model.condition(X[:4], np.sin(6 * X[:4, 0]), rng)
-        >>> post.posterior(X[:2])[0].shape, sorted(model.report())
-        ((2,), ['target', 'task0'])
+        >>> list(model.report())
+        ['task0', 'task1', 'target']
     """
 
     def __init__(
@@ -223,23 +224,13 @@ class StackGP(TransferSurrogate):
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator
     ) -> tuple[StackGPPosterior, np.ndarray]:
         """Fit the test level on the residuals; return ``(posterior, y_t in pooled units)``."""
-        check_training_data(X_t, y_t)
-        X_t = np.asarray(X_t, dtype=np.float64).reshape(-1, len(self.is_cat))
-        z_t = (np.asarray(y_t, dtype=np.float64).reshape(-1) - self.ybar) / self.scale
+        X_t, y_t = self._test_data(X_t, y_t)
+        z_t = (y_t - self.ybar) / self.scale
         n = len(z_t)
         target = None
         if n:
             r, mu, sd = standardize(z_t - self.levels.moments(X_t)[0].sum(0))
-            params = fit_se_gp(
-                X_t,
-                r,
-                self.is_cat,
-                rng=rng,
-                init=self._target_params,
-                deterministic=self.deterministic,
-            )
-            self._target_params = params
-            target = GPBatch([X_t], [r], self.is_cat, params, [mu], [sd])
+            target = self._refit_target(X_t, r, rng, mu, sd)
         self.coef = stack_coefficients([*self.n_meta, n], self.alpha)
         coef = self.coef if n else self.coef[:-1]
         return StackGPPosterior(self.levels, target, coef), z_t

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from headstart.benchmarks import _registry
 from headstart.exceptions import InvalidSettingError
 from headstart.sources import MetaTask
 from headstart.space import Float, SearchSpace
@@ -222,18 +223,9 @@ def hartmann3(X: np.ndarray, alpha: Any = None) -> np.ndarray:
 
 
 def hartmann6(X: np.ndarray, alpha: Any = None) -> np.ndarray:
-    r"""Hartmann 6-D ([Dixon1978]_) on ``[0, 1]^6``.
-
-    f(x) = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2); with the default alpha = (1, 1.2, 3,
-    3.2) the minimum is -3.32237 at (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573).
-
-    Args:
-        X: `n x 6` array.
-        alpha: The four weights (default the standard ones).
-
-    Returns:
-        `n` array of values.
-    """
+    r"""Hartmann 6-D ([Dixon1978]_) on ``[0, 1]^6``: :func:`hartmann3`'s form with 6-D ``A``, ``P``
+    (``X`` is ``n x 6``); with the default alpha the minimum is -3.32237 at (0.20169, 0.150011,
+    0.476874, 0.275332, 0.311652, 0.6573)."""
     return _hartmann(X, _HARTMANN6_A, _HARTMANN6_P, alpha)
 
 
@@ -330,12 +322,7 @@ def register_task(task: Task | TaskFamily, *, overwrite: bool = False) -> Task |
             "register_task expects a headstart.benchmarks.Task or TaskFamily; got "
             f"{type(task).__name__}."
         )
-    if task.name in TASKS and not overwrite:
-        raise InvalidSettingError(
-            f"A task named {task.name!r} is already registered; pick another name or pass "
-            "overwrite=True."
-        )
-    TASKS[task.name] = task
+    _registry.add(TASKS, "task", task.name, task, overwrite=overwrite)
     return task
 
 
@@ -345,13 +332,7 @@ def get_task(name: str) -> Task | TaskFamily:
     Raises:
         InvalidSettingError: no such task (the message lists the valid names).
     """
-    try:
-        return TASKS[name]
-    except (KeyError, TypeError):
-        raise InvalidSettingError(
-            f"Unknown benchmark task {name!r}; choose one of {', '.join(sorted(TASKS))} "
-            "(or add one with headstart.benchmarks.register_task)."
-        ) from None
+    return _registry.look_up(TASKS, "task", name)
 
 
 register_task(

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from headstart._strategy import default_n_initial
+from headstart.benchmarks import _registry
 from headstart.benchmarks.functions import Task
 from headstart.exceptions import InvalidSettingError
 from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
@@ -68,12 +69,7 @@ def register_method(
     """
     if not callable(fn):
         raise InvalidSettingError(f"register_method expects a callable; got {fn!r}.")
-    if name in METHODS and not overwrite:
-        raise InvalidSettingError(
-            f"A method named {name!r} is already registered; pick another name or pass "
-            "overwrite=True."
-        )
-    METHODS[name] = fn
+    _registry.add(METHODS, "method", name, fn, overwrite=overwrite)
     DESCRIPTIONS[name] = description or (fn.__doc__ or "").strip().split("\n")[0]
     return fn
 
@@ -84,13 +80,7 @@ def get_method(name: str) -> Method:
     Raises:
         InvalidSettingError: no such method (the message lists the valid names).
     """
-    try:
-        return METHODS[name]
-    except (KeyError, TypeError):
-        raise InvalidSettingError(
-            f"Unknown benchmark method {name!r}; choose one of {', '.join(sorted(METHODS))} "
-            "(or add one with headstart.benchmarks.register_method)."
-        ) from None
+    return _registry.look_up(METHODS, "method", name)
 
 
 def n_initial_for(task: Task, budget: int) -> int:

@@ -160,16 +160,7 @@ def regret_plot(df, path: str | Path, *, ncols: int | None = None) -> Path:
 
 
 def overhead_plot(df, path: str | Path, *, ncols: int | None = None) -> Path:
-    """Save the median seconds per suggestion vs evaluation (log y), one panel per task.
-
-    Args:
-        df: Rows as returned by :func:`headstart.benchmarks.runner.read_results`.
-        path: PNG file to write.
-        ncols: Panels per row (default: all in one row).
-
-    Returns:
-        The path written.
-    """
+    """As :func:`regret_plot`, for the median seconds per suggestion (log y)."""
     return _single_plot(df, path, _draw_overhead, ncols)
 
 

@@ -109,7 +109,30 @@ class _Run:
         return results
 
 
-class BOSOT:
+class _Strategy:
+    """A kernel search: :meth:`run` scores at most ``budget`` kernels, :meth:`search` chooses them."""
+
+    simplify = True  # propose kernels in canonical simplified form (:class:`_Run`)
+
+    def run(
+        self,
+        grammar: KernelGrammar,
+        oracle: Oracle,
+        budget: int,
+        rng: np.random.Generator,
+        callback: Callback | None = None,
+    ) -> list[Evaluation]:
+        """Score at most ``budget`` kernels of ``grammar`` with ``oracle``; the evaluations in the
+        order they were made (``callback`` sees each one as it is made)."""
+        run = _Run(oracle, budget, callback, simplify=self.simplify)
+        self.search(grammar, run, rng)
+        return run.history
+
+    def search(self, grammar: KernelGrammar, run: _Run, rng: np.random.Generator) -> None:
+        raise NotImplementedError
+
+
+class BOSOT(_Strategy):
     """Bayesian optimisation over kernel structures with the SOT kernel-kernel (BOSOT).
 
     The default changes the paper's Alg. 1-2 in two measured ways (issue 17,
@@ -192,15 +215,8 @@ class BOSOT:
         n = self.n_initial or min(3 * len(grammar.base_kernels), max(1, budget // 2))
         return design, n
 
-    def run(
-        self,
-        grammar: KernelGrammar,
-        oracle: Oracle,
-        budget: int,
-        rng: np.random.Generator,
-        callback: Callback | None = None,
-    ) -> list[Evaluation]:
-        run = _Run(oracle, budget, callback, simplify=self.simplify)
+    def search(self, grammar: KernelGrammar, run: _Run, rng: np.random.Generator) -> None:
+        budget, oracle = run.budget, run.oracle
         features: dict[str, TreeFeatures] = {}
         if self.stages:
             self.run_stages(grammar, run, features)
@@ -220,7 +236,6 @@ class BOSOT:
                     batch.append(self.maximize_acquisition(grammar, model, run, taken, rng, cost))
                     taken.add(canonical(batch[-1]))
             run.score(batch, time.perf_counter() - start)
-        return run.history
 
     def fit_models(self, grammar: KernelGrammar, run: _Run, features: dict, gamma: float):
         """The meta-GP on every scored kernel, and ``(cost model, gamma)`` if cost-aware."""
@@ -323,7 +338,7 @@ def walk_stages(
         stage = next_stage(top.tree)
 
 
-class GreedySearch:
+class GreedySearch(_Strategy):
     """Greedy compositional kernel search (Duvenaud et al. 2013), in random neighbour order.
 
     Stops early (before the budget) when a whole stage brings no improvement, as the original.
@@ -331,16 +346,7 @@ class GreedySearch:
 
     name = "greedy"
 
-    def run(
-        self,
-        grammar: KernelGrammar,
-        oracle: Oracle,
-        budget: int,
-        rng: np.random.Generator,
-        callback: Callback | None = None,
-    ) -> list[Evaluation]:
-        run = _Run(oracle, budget, callback)
-
+    def search(self, grammar: KernelGrammar, run: _Run, rng: np.random.Generator) -> None:
         def shuffled(trees) -> list[Tree]:
             return [trees[i] for i in rng.permutation(len(trees))]
 
@@ -350,31 +356,21 @@ class GreedySearch:
             lambda tree: shuffled(grammar.neighbours(tree)),
             lambda stage: run.score(stage, phase="greedy"),
         )
-        return run.history
 
 
-class RandomSearch:
+class RandomSearch(_Strategy):
     """Random walks over the grammar from a uniformly drawn base kernel."""
 
     name = "random"
 
-    def run(
-        self,
-        grammar: KernelGrammar,
-        oracle: Oracle,
-        budget: int,
-        rng: np.random.Generator,
-        callback: Callback | None = None,
-    ) -> list[Evaluation]:
-        run = _Run(oracle, budget, callback)
-        for _ in range(100 * budget):
+    def search(self, grammar: KernelGrammar, run: _Run, rng: np.random.Generator) -> None:
+        for _ in range(100 * run.budget):
             if run.left == 0:
                 break
             batch = []
-            while len(batch) < max(1, oracle.workers):
+            while len(batch) < max(1, run.oracle.workers):
                 batch.append(grammar.random_walk(rng, int(rng.geometric(1 / 3)) - 1))
             run.score(batch[: run.left], phase="random")
-        return run.history
 
 
 def make_strategy(method: str, ea_steps: int = 10):

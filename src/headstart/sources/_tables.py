@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,9 @@ def _cell(p: Any, value: Any) -> Any:
     return value
 
 
+_CSV_FILE = "headstart_csv_file"  # DataFrame.attrs key: the file a frame was read from
+
+
 def _frame_tasks(
     df: Any,
     space: SearchSpace,
@@ -100,9 +103,13 @@ def _frame_tasks(
     value_column: str,
     direction: str,
     name: str,
-    where: Callable[[int], str],
 ) -> list[MetaTask]:
     _check_direction(direction)
+    csv_file = df.attrs.get(_CSV_FILE) if hasattr(df, "attrs") else None
+
+    def where(i: int) -> str:  # the 0-based row, and its line when the frame was read by from_csv
+        return f"row {i}" + (f" (line {i + 2} of {csv_file})" if csv_file else "")
+
     columns = list(df.columns)
     if value_column not in columns:
         raise MetaDataValueError(
@@ -200,7 +207,6 @@ def from_dataframe(
         value_column=value_column,
         direction=direction,
         name=name,
-        where=lambda i: f"row {i}",
     )
 
 
@@ -232,14 +238,14 @@ def from_csv(
         raise EmptySourceError(f"CSV file {str(path)!r} is empty; it needs a header row.") from e
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise SourceFileError(f"Cannot read {str(path)!r} as CSV: {e}") from e
-    return _frame_tasks(
+    df.attrs[_CSV_FILE] = path.name  # error messages give the line of the file
+    return from_dataframe(
         df,
         space,
         task_column=task_column,
         value_column=value_column,
         direction=direction,
         name=path.stem if name is None else name,
-        where=lambda i: f"row {i} (line {i + 2} of {path.name})",
     )
 
 

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from headstart.exceptions import SourceSpaceMismatchError
-from headstart.space import SearchSpace
+from headstart.space import SearchSpace, describe_difference
 
 
 def _finite(value: Any) -> float | None:
@@ -23,25 +23,9 @@ def _finite(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _structure(space: SearchSpace) -> dict[str, dict]:
-    """The parts of a space that fix its encoding (priors and categorical weights dropped)."""
-    out = {}
-    for name, p in space.to_json()["params"].items():
-        out[name] = {k: v for k, v in p.items() if k not in ("prior", "weights")}
-    return out
-
-
-def _fmt(p: dict) -> str:
-    kind = p["type"]
-    if kind in ("float", "int"):
-        return f"{kind} in [{p['low']!r}, {p['high']!r}]" + (" (log)" if p["log"] else "")
-    if kind == "categorical":
-        return f"categorical {p['choices']!r}"
-    return f"fixed at {p['value']!r}"
-
-
 def space_difference(source: SearchSpace, target: SearchSpace) -> str | None:
-    """How ``source`` differs from ``target`` parameter by parameter, or ``None`` if it does not.
+    """How ``source`` differs from ``target`` in what fixes the encoding, parameter by parameter,
+    or ``None`` if it does not (priors and categorical weights may differ).
 
     Example:
         >>> import headstart as hs
@@ -49,17 +33,7 @@ def space_difference(source: SearchSpace, target: SearchSpace) -> str | None:
         >>> space_difference(a, hs.SearchSpace({"x": hs.Float(0.0, 2.0), "n": hs.Int(1, 3)}))
         "parameter 'n' is missing from the source; parameter 'x' is float in [0.0, 1.0] in the source but float in [0.0, 2.0] in the study"
     """
-    a, b = _structure(source), _structure(target)
-    if a == b:
-        return None
-    diffs = [f"parameter {n!r} is missing from the source" for n in b if n not in a]
-    diffs += [f"the source has an extra parameter {n!r}" for n in a if n not in b]
-    diffs += [
-        f"parameter {n!r} is {_fmt(a[n])} in the source but {_fmt(b[n])} in the study"
-        for n in b
-        if n in a and a[n] != b[n]
-    ]
-    return "; ".join(diffs)
+    return describe_difference(source, target, "the source", "the study", beliefs=False)
 
 
 def _check_space(source: SearchSpace, target: SearchSpace, label: str) -> None:

@@ -422,15 +422,18 @@ class Storage:
         return self._read(get)
 
     def get_study_by_id(self, study_id: int) -> StudyRecord:
-        def get(conn: Connection) -> StudyRecord:
-            row = conn.execute(
-                select(studies_table).where(studies_table.c.study_id == study_id)
-            ).first()
-            if row is None:
-                raise UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
-            return self._study(row)
+        missing = UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
+        return self._study(self._row_by_id(studies_table.c.study_id, study_id, missing))
 
-        return self._read(get)
+    def _row_by_id(self, column: Any, value: int, missing: Exception) -> Any:
+        """The row of ``column``'s table whose ``column`` is ``value`` (one read); raises
+        ``missing`` if there is none."""
+        row = self._read(
+            lambda conn: conn.execute(select(column.table).where(column == value)).first()
+        )
+        if row is None:
+            raise missing
+        return row
 
     def list_studies(self) -> list[StudySummary]:
         """A summary of every study, oldest first."""
@@ -791,15 +794,8 @@ class Storage:
         return self.get_trial(trial_id)
 
     def get_trial(self, trial_id: int) -> TrialRecord:
-        def get(conn: Connection) -> TrialRecord:
-            row = conn.execute(
-                select(trials_table).where(trials_table.c.trial_id == trial_id)
-            ).first()
-            if row is None:
-                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
-            return self._trial(row)
-
-        return self._read(get)
+        missing = UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+        return self._trial(self._row_by_id(trials_table.c.trial_id, trial_id, missing))
 
     def get_trials(
         self, study_id: int, states: Sequence[TrialState] | None = None
