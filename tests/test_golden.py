@@ -4,7 +4,7 @@ The golden file (``tests/golden/suggestions.json``) is recorded with ``python
 tests/golden/make_golden.py``; every intended difference since is listed in ``INTENDED`` with its
 reason, or the file is re-recorded in the commit that changes the behaviour. Both the recording and
 this check run the cases in a child process pinned to one set of CPU kernels
-(``make_golden.REFERENCE_ENV``), so the comparison does not depend on the machine's own kernels
+(``tests/reference_kernels.py``), so the comparison does not depend on the machine's own kernels
 (AVX-512 or AVX2, Intel or AMD). It still depends on the library versions, so it runs only where
 they are the recorded ones.
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import reference_kernels
 
 _SPEC = importlib.util.spec_from_file_location(
     "make_golden", Path(__file__).parent / "golden" / "make_golden.py"
@@ -33,10 +35,10 @@ pytestmark = pytest.mark.xdist_group("golden")  # one worker computes the cases 
 @pytest.fixture(scope="session")
 def fresh() -> dict:
     """Every case run now, in a child process under the reference kernels."""
-    missing = golden.reference_kernels_missing()
+    missing = reference_kernels.missing()
     if missing:
         pytest.skip(missing)
-    if golden.versions() != RECORDED["versions"]:
+    if reference_kernels.versions() != RECORDED["versions"]:
         pytest.skip(f"golden suggestions were recorded with {RECORDED['versions']}")
     return golden.record_under_reference_kernels()
 
@@ -56,11 +58,11 @@ def test_every_case_recorded():
 
 
 def test_the_reference_kernels_are_pinned_whatever_the_parent_runs(monkeypatch):
-    """The child's environment overrides what the parent has, kernels and threads alike."""
+    """The child's environment overrides the parent's kernel and thread choices."""
     monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")
     monkeypatch.setenv("MKL_CBWR", "AUTO")
     monkeypatch.setenv("NPY_ENABLE_CPU_FEATURES", "X86_V4")
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
-    env = golden.reference_environment()
+    env = reference_kernels.environment()
     assert env["OPENBLAS_CORETYPE"] == "Haswell" and env["MKL_CBWR"] == "COMPATIBLE"
     assert env["OMP_NUM_THREADS"] == "1" and "NPY_ENABLE_CPU_FEATURES" not in env

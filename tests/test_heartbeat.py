@@ -77,7 +77,9 @@ def _hang(url: str, name: str, numbers) -> None:
     time.sleep(600)  # evaluating... until killed
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
+)
 def test_kill_9_mid_trial_is_detected(tmp_path, backend):
     if backend == "postgresql" and not PG_URL:
         pytest.skip("HEADSTART_TEST_POSTGRES_URL is not set")

@@ -338,7 +338,9 @@ def _create_and_run(url: str, name: str, sources: list[str], barrier) -> None:
         study.tell(trial, trial.params["a"] + trial.params["b"])
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
+)
 def test_overlapping_mphd_studies_share_one_prior(tmp_path, backend):
     import multiprocessing as mp
     import os

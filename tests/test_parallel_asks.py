@@ -123,6 +123,7 @@ def test_passwords_never_shown():
 
 
 @pytest.mark.skipif(not PG_URL, reason="HEADSTART_TEST_POSTGRES_URL is not set")
+@pytest.mark.xdist_group("postgres")
 def test_passwords_masked_in_repr_and_cli_on_postgres():
     from sqlalchemy.engine import make_url
     from typer.testing import CliRunner
@@ -145,6 +146,7 @@ def _open(url: str, barrier) -> None:
 
 
 @pytest.mark.skipif(not PG_URL, reason="HEADSTART_TEST_POSTGRES_URL is not set")
+@pytest.mark.xdist_group("postgres")
 def test_many_processes_create_the_schema_of_a_fresh_database_at_once():
     import psycopg
     from sqlalchemy.engine import make_url

@@ -70,7 +70,7 @@ def test_python_blocks_then_cli_lines_run_as_written(tmp_path, monkeypatch):
     assert (tmp_path / "airline.csv").read_text().startswith("year,passengers\n1949.0000,112")
 
 
-@pytest.mark.parametrize("target", ["demo", "test"])
+@pytest.mark.parametrize("target", ["demo", "test", "test-avx2"])
 def test_make_targets_exist(target):
     result = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

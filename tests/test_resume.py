@@ -6,10 +6,14 @@ kept in the storage as JSON after every suggestion and restored when a process b
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import headstart as hs
+import reference_kernels
 
 
 def _space() -> hs.SearchSpace:
@@ -41,23 +45,30 @@ def _run(url: str, name: str, n: int, reload_every: int | None, **settings) -> n
     return np.array(points)
 
 
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"method": "gp", "n_initial": 3},
-        {"method": "scaml"},
-        {"method": "rgpe"},
-        {"method": "stackgp"},
-        {"method": "mtgp"},
-    ],
-    ids=["gp", "scaml", "rgpe", "stackgp", "mtgp"],
-)
-def test_resumed_study_equals_a_continuous_one(tmp_path, settings):
-    url = f"sqlite:///{tmp_path / 'resume.db'}"
-    if settings["method"] != "gp":
-        settings = {**settings, "transfer_from": _sources(_space())}
-    continuous = _run(url, "continuous", 10, None, **settings)
-    resumed = _run(url, "resumed", 10, 2, **settings)
-    # to 1e-9 in the unit cube, as the golden file: ScaML-GP's incremental cache of the meta
-    # moments sums in another order after a restart (differences of 1e-14 seen)
-    np.testing.assert_allclose(resumed, continuous, atol=1e-9, rtol=0)
+def _gap(method: str) -> float:
+    """The largest difference (unit cube) between the suggestions of a continuous study and of one
+    reloaded from storage every two trials, both seeded alike."""
+    settings = {"method": method, "n_initial": 3} if method == "gp" else {"method": method}
+    if method != "gp":
+        settings["transfer_from"] = _sources(_space())
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'resume.db'}"
+        continuous = _run(url, "continuous", 10, None, **settings)
+        resumed = _run(url, "resumed", 10, 2, **settings)
+    return float(np.max(np.abs(resumed - continuous)))
+
+
+@pytest.mark.parametrize("method", ["gp", "rgpe", "stackgp", "mtgp"])
+def test_resumed_study_equals_a_continuous_one(method):
+    """Bit for bit: the resumed model repeats the continuous one's operations exactly, so this
+    holds on any CPU."""
+    assert _gap(method) == 0.0
+
+
+def test_resumed_scaml_study_equals_a_continuous_one_to_rounding():
+    """ScaML-GP's incremental cache of the meta moments sums in another order after a restart
+    (differences of 1e-14 seen), which the optimizer may amplify; to 1e-9 under the reference
+    kernels, so that the outcome is the same on every CPU."""
+    if reference_kernels.missing():
+        pytest.skip(reference_kernels.missing())
+    assert reference_kernels.call(__file__, "_gap", "scaml") <= 1e-9

@@ -18,7 +18,11 @@ from headstart.exceptions import DuplicatedStudyError, TrialAlreadyFinishedError
 from headstart.storage import Storage, TrialState
 
 URL = os.environ.get("HEADSTART_TEST_POSTGRES_URL")
-pytestmark = pytest.mark.skipif(not URL, reason="HEADSTART_TEST_POSTGRES_URL is not set")
+pytestmark = [
+    pytest.mark.skipif(not URL, reason="HEADSTART_TEST_POSTGRES_URL is not set"),
+    # every test that uses the server runs on one pytest worker: one of them restarts it
+    pytest.mark.xdist_group("postgres"),
+]
 
 
 def test_study_round_trip_on_postgres():
