@@ -114,7 +114,7 @@ def test_export_import_and_report_round_trip(tmp_path, storage):
     )
     other = f"sqlite:///{tmp_path / 'other.db'}"
     imported = run("import", "json", "s1.json", "--storage", other, storage=storage, cwd=tmp_path)
-    assert imported.returncode == 0 and "Imported 4 finished trials" in imported.stderr
+    assert imported.returncode == 0 and "Imported 4 complete and 0 failed trials" in imported.stderr
     space = tmp_path / "space.json"
     space.write_text(json.dumps(hs.load_study("s1", storage).space.to_json()))
     from_csv = run(

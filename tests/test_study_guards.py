@@ -106,9 +106,12 @@ def _finished_study() -> hs.Study:
 def test_add_trials_imports_a_trials_dataframe_export():
     source = _finished_study()
     target = hs.create_study("dst", source.space, storage=None)
-    imported = target.add_trials(source.trials_dataframe())
-    done = [t for t in source.trials if t.state == "complete"]
-    assert [(t.params, t.value) for t in imported] == [(t.params, t.value) for t in done]
+    with pytest.warns(hs.HeadstartWarning, match="skipped 1 running row"):
+        imported = target.add_trials(source.trials_dataframe())
+    done = [t for t in source.trials if t.state in ("complete", "failed")]
+    assert [(t.state, t.params, t.value) for t in imported] == [
+        (t.state, t.params, t.value) for t in done
+    ]
 
 
 def test_add_trials_reads_optuna_style_exports():
@@ -126,8 +129,10 @@ def test_add_trials_reads_optuna_style_exports():
         }
     )
     target = hs.create_study("dst", _finished_study().space, storage=None)
-    [trial] = target.add_trials(frame)
+    trial, failed = target.add_trials(frame)
     assert trial.params == {"x": 0.25, "c": "a"} and trial.value == 0.5
+    assert trial.user_attrs == {"note": "n"}
+    assert failed.state == "failed" and failed.params == {"x": 0.75, "c": "b"}
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,15 @@ import numpy as np
 from headstart._config import StudyConfig
 from headstart._heartbeat import Heartbeat
 from headstart._strategy import Strategy
-from headstart._trial import Trial, UserAttrs, check_value, failure_attrs, rows_from
+from headstart._trial import (
+    USER_ATTRS_PREFIX,
+    Trial,
+    UserAttrs,
+    check_attrs,
+    check_value,
+    failure_attrs,
+    rows_from,
+)
 from headstart._trial_cache import TrialCache, params_key
 from headstart.exceptions import (
     HeadstartWarning,
@@ -417,40 +425,52 @@ class Study:
         """Import finished evaluations; they count toward the initial design, not on top of it.
 
         Args:
-            trials: ``(params, value)`` pairs, dicts ``{"params": ..., "value": ...}``, a pandas
+            trials: ``(params, value)`` pairs; dicts ``{"params": ..., "value": ...}`` (optionally
+                ``"state"``: ``"complete"`` or ``"failed"``, and ``"user_attrs"``); a pandas
                 DataFrame with a ``value`` column and one column per parameter (``x`` or
                 ``params_x``, so a :meth:`trials_dataframe` export, headstart's or Optuna's,
-                imports as it is: rows whose ``state`` is not complete are skipped), or the path
-                of a ``.csv`` file of such rows or of a ``.json`` study export
+                imports as it is, with its ``state`` and ``user_attrs_<key>`` columns); or the
+                path of a ``.csv`` file of such rows or of a ``.json`` study export
                 (``headstart studies export NAME --json FILE``, :meth:`export`). Columns that
                 are neither parameters nor export metadata are refused.
 
-        All rows are validated before anything is written; the import is one transaction.
+        Complete and failed trials are imported with their user attributes (a failed one keeps
+        its configuration, which the model then ignores). Running, waiting and pruned rows carry
+        no result: they are skipped, with a :class:`~headstart.HeadstartWarning` that counts
+        them. All rows are validated before anything is written; the import is one transaction.
 
         Raises:
             InvalidSettingError: a JSON export of a study with the other direction.
         """
         if isinstance(trials, str | os.PathLike):
             trials = self._read_trials_file(trials)
-        rows = rows_from(trials, list(self.space))
+        read = rows_from(trials, list(self.space))
         prepared = []
-        for i, (params, value) in enumerate(rows):
+        for i, row in enumerate(read.rows):
             try:
                 prepared.append(
                     {
-                        "state": TrialState.COMPLETE,
-                        "params": self.space.validate(params),
-                        "value": check_value(value),
+                        "state": TrialState.FAILED if row.failed else TrialState.COMPLETE,
+                        "params": self.space.validate(row.params),
+                        "value": None if row.failed else check_value(row.value),
                         "source": "import",
+                        "user_attrs": check_attrs(row.user_attrs),
                     }
                 )
             except (InvalidValueError, SearchSpaceError, ValueError) as e:
                 raise type(e)(f"Row {i} of add_trials: {e}") from e
+        if read.skipped:
+            warnings.warn(
+                f"add_trials skipped {read.skipped_text()} of {len(read.rows) + sum(read.skipped.values())}"
+                ": only finished trials (complete or failed) are imported.",
+                HeadstartWarning,
+                stacklevel=2,
+            )
         records = self._storage.create_trials(self._id, prepared)
         return [self._trial(r) for r in records]
 
     def _read_trials_file(self, path: str | os.PathLike) -> Any:
-        from headstart.sources._export import completed_pairs, read_export
+        from headstart.sources._export import read_export
 
         suffix = str(path).lower().rsplit(".", 1)[-1]
         if suffix == "json":
@@ -461,7 +481,7 @@ class Study:
                     f"{self.direction}d: its values would be read backwards. Use it as a "
                     "transfer source (transfer_from=[path]) instead, which flips them."
                 )
-            return completed_pairs(doc)
+            return doc["trials"]
         if suffix == "csv":
             import pandas as pd
 
@@ -623,21 +643,32 @@ class Study:
         )
 
     def trials_dataframe(self):
-        """A pandas DataFrame with one row per trial and one ``params_<name>`` column per parameter."""
+        """A pandas DataFrame with one row per trial: ``number``, ``state``, ``value``,
+        ``source``, one ``params_<name>`` column per parameter, ``datetime_start``,
+        ``datetime_complete`` and one ``user_attrs_<key>`` column per user attribute (Optuna's
+        layout, so :meth:`add_trials` and Optuna tools read it back)."""
         import pandas as pd
 
+        trials = self.trials
+        keys = sorted({k for t in trials for k in t.user_attrs})
         rows = []
-        for t in self.trials:
+        for t in trials:
             row = {"number": t.number, "state": t.state, "value": t.value, "source": t.source}
             row.update({f"params_{k}": v for k, v in t.params.items()})
             row["datetime_start"] = t.created_at
             row["datetime_complete"] = t.finished_at
-            row["seconds_suggest"] = t.user_attrs.get("seconds_suggest")
+            row.update({f"{USER_ATTRS_PREFIX}{k}": t.user_attrs.get(k) for k in keys})
             rows.append(row)
         columns = ["number", "state", "value", "source"]
         columns += [f"params_{k}" for k in self.space]
-        columns += ["datetime_start", "datetime_complete", "seconds_suggest"]
-        return pd.DataFrame(rows, columns=columns)
+        columns += ["datetime_start", "datetime_complete"]
+        columns += [f"{USER_ATTRS_PREFIX}{k}" for k in keys]
+        frame = pd.DataFrame(rows, columns=columns)
+        for k in keys:  # as stored: an int stays an int beside a trial without the attribute
+            frame[f"{USER_ATTRS_PREFIX}{k}"] = pd.Series(
+                [t.user_attrs.get(k) for t in trials], dtype=object
+            )
+        return frame
 
 
 def optimize_worker(

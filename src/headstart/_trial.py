@@ -23,7 +23,7 @@ from headstart.exceptions import (
     InvalidValueError,
     ReadOnlyAttributesError,
 )
-from headstart.sources._tables import is_complete_state, is_export_column
+from headstart.sources._tables import is_export_column
 from headstart.storage import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -111,34 +111,107 @@ def check_value(value: Any) -> float:
     return value
 
 
+def check_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """User attributes to store: string keys, JSON values (NaN and objects are refused)."""
+    import json
+
+    if not all(isinstance(k, str) and k for k in attrs):
+        raise InvalidValueError(
+            f"User attribute keys must be non-empty strings; got {list(attrs)}."
+        )
+    try:
+        json.dumps(dict(attrs), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidValueError(
+            f"User attributes must be JSON (numbers, strings, lists, dicts); {dict(attrs)!r} is "
+            f"not ({e})."
+        ) from None
+    return dict(attrs)
+
+
 def failure_attrs(error: BaseException) -> dict[str, str]:
     """What a failed evaluation stores: the error and its traceback (as text)."""
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     return {"fail_reason": "exception", "error": repr(error), "traceback": trace[-8000:]}
 
 
-def rows_from(trials: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
+@dataclass(frozen=True)
+class ImportRow:
+    """One finished evaluation to import: complete (with a value) or failed (value ``None``)."""
+
+    params: Mapping[str, Any]
+    value: Any
+    failed: bool = False
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ImportedRows:
+    """What :func:`rows_from` read: the rows to import, and the unfinished ones it skipped."""
+
+    rows: list[ImportRow]
+    skipped: dict[str, int] = field(default_factory=dict)  # state -> rows skipped
+
+    def skipped_text(self) -> str | None:
+        """``"2 running and 1 pruned rows"``-style count of what was skipped, or None."""
+        if not self.skipped:
+            return None
+        parts = [f"{n} {state}" for state, n in sorted(self.skipped.items())]
+        text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return f"{text} row{'s' if sum(self.skipped.values()) > 1 else ''}"
+
+
+def _state_of(cell: Any) -> str:
+    """An export's state cell (headstart ``complete``, Optuna ``COMPLETE``, ``TrialState.FAIL``)
+    as a lower-case word; Optuna's ``fail`` is headstart's ``failed``."""
+    word = str(cell).rsplit(".", 1)[-1].lower()
+    return "failed" if word == "fail" else word
+
+
+def _plain(value: Any) -> Any:
+    """A cell as a JSON value (numpy scalars unwrapped; NaN, a missing cell, as None)."""
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _row(params: Mapping, value: Any, state: Any, attrs: Mapping | None, out: ImportedRows) -> None:
+    state = "complete" if state is None else _state_of(state)
+    if state not in ("complete", "failed"):
+        out.skipped[state] = out.skipped.get(state, 0) + 1
+        return
+    failed = state == "failed"
+    out.rows.append(ImportRow(params, None if failed else value, failed, dict(attrs or {})))
+
+
+def rows_from(trials: Any, names: list[str]) -> ImportedRows:
+    """The rows of ``add_trials`` input: ``(params, value)`` pairs, dicts (``params``, ``value``,
+    optionally ``state`` and ``user_attrs``, as in a JSON export) or a DataFrame. Complete and
+    failed rows are kept; running, waiting and pruned ones are counted as skipped."""
     if hasattr(trials, "to_dict") and hasattr(trials, "columns"):  # a DataFrame
         return _rows_from_frame(trials, names)
-    rows = []
+    out = ImportedRows([])
     for item in trials:
         if isinstance(item, Mapping) and "params" in item:
-            rows.append((item["params"], item.get("value")))
+            _row(item["params"], item.get("value"), item.get("state"), item.get("user_attrs"), out)
         elif isinstance(item, tuple | list) and len(item) == 2:
-            rows.append((item[0], item[1]))
+            out.rows.append(ImportRow(item[0], item[1]))
         else:
             raise InvalidValueError(
                 "add_trials expects (params, value) pairs, {'params': ..., 'value': ...} dicts or "
                 f"a DataFrame; got {item!r}."
             )
-    return rows
+    return out
 
 
-def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
+def _rows_from_frame(frame: Any, names: list[str]) -> ImportedRows:
     """Rows of a DataFrame with a ``value`` column and one column per parameter.
 
     Parameters may be named ``x`` or ``params_x`` (a ``trials_dataframe()`` export, headstart's
-    or Optuna's); with a ``state`` column only complete rows are imported. Any other column is
+    or Optuna's); ``user_attrs_<key>`` columns are the rows' user attributes; with a ``state``
+    column, failed rows import as failed and unfinished ones are skipped. Any other column is
     refused: a misspelt parameter must not vanish silently.
     """
     columns = [str(c) for c in frame.columns]
@@ -160,12 +233,27 @@ def _rows_from_frame(frame: Any, names: list[str]) -> list[tuple[Mapping, Any]]:
             f"add_trials DataFrame has column(s) {unknown} that are not parameters of this study "
             f"({names}); rename them to a parameter (or 'params_<name>') or drop them."
         )
-    rows = []
+    attr_columns = {
+        c: c[len(USER_ATTRS_PREFIX) :] for c in columns if c.startswith(USER_ATTRS_PREFIX)
+    }
+    out = ImportedRows([])
     for r in frame.to_dict("records"):
-        if "state" in r and not is_complete_state(r["state"]):
-            continue  # failed / running / pruned rows of an export carry no value to import
-        rows.append(({name: r[col] for name, col in source.items()}, r["value"]))
-    return rows
+        attrs = {key: _plain(r[c]) for c, key in attr_columns.items() if _plain(r[c]) is not None}
+        params = {name: _plain(r[col]) for name, col in source.items()}
+        _row(params, r["value"], r.get("state"), attrs, out)
+    return out
 
 
-__all__ = ["Trial", "UserAttrs", "check_value", "failure_attrs", "rows_from"]
+USER_ATTRS_PREFIX = "user_attrs_"  # a trials_dataframe() column of one user attribute
+
+
+__all__ = [
+    "ImportRow",
+    "ImportedRows",
+    "Trial",
+    "UserAttrs",
+    "check_attrs",
+    "check_value",
+    "failure_attrs",
+    "rows_from",
+]

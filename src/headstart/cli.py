@@ -337,7 +337,12 @@ import_app = typer.Typer(
 app.add_typer(import_app, name="import")
 
 
-def _create_imported(name: str, space, direction: str, storage: str, trials) -> None:
+def _create_imported(
+    name: str, space, direction: str, storage: str, trials, user_attrs: dict | None = None
+) -> None:
+    """A new study ``name`` holding ``trials`` (see ``Study.add_trials``) and ``user_attrs``."""
+    import warnings
+
     import headstart as hs
     from headstart.storage import get_storage
 
@@ -351,8 +356,18 @@ def _create_imported(name: str, space, direction: str, storage: str, trials) -> 
             f"A study named {name!r} already exists in {store.url}; pass --name (or --prefix) to "
             "import under another name, or delete it first."
         ) from e
-    added = study.add_trials(trials)
-    _console().print(f"Imported {len(added)} finished trials into study {name!r} ({store.url}).")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", hs.HeadstartWarning)
+        added = study.add_trials(trials)
+    for key, value in (user_attrs or {}).items():
+        study.set_user_attr(key, value)
+    failed = sum(t.state == "failed" for t in added)
+    _console().print(
+        f"Imported {len(added) - failed} complete and {failed} failed trials into study {name!r} "
+        f"({store.url})."
+    )
+    for w in caught:
+        _console().print(f"[yellow]{w.message}[/yellow]")
 
 
 @import_app.command("optuna")
@@ -367,9 +382,10 @@ def import_optuna(
     prefix: Annotated[str, typer.Option(help="Prefix of the imported studies' names.")] = "",
     storage: StorageOpt = DEFAULT_STORAGE_URL,
 ) -> None:
-    """Copy Optuna studies' completed trials into headstart studies of the same names. The
-    search space is the parameters every completed trial has (Optuna's distributions);
-    multi-objective studies are skipped. The Optuna storage is only read."""
+    """Copy Optuna studies' complete and failed trials, with their user attributes and the
+    study's, into headstart studies of the same names. The search space is the parameters every
+    completed trial has (Optuna's distributions); pruned and running trials are skipped (and
+    counted), multi-objective studies too. The Optuna storage is only read."""
     import optuna
 
     from headstart.integrations.optuna_space import space_from_distributions
@@ -385,8 +401,17 @@ def import_optuna(
             )
             continue
         space = space_from_distributions(optuna.search_space.intersection_search_space(complete))
-        pairs = [({n: t.params[n] for n in space}, t.value) for t in complete]
-        _create_imported(prefix + found.study_name, space, optuna_direction(found), storage, pairs)
+        rows = [
+            {  # a failed trial without the whole configuration counts as skipped ("partial")
+                "params": {n: t.params.get(n) for n in space},
+                "value": t.value,
+                "state": t.state.name if all(n in t.params for n in space) else "partial",
+                "user_attrs": t.user_attrs,
+            }
+            for t in found.get_trials(deepcopy=False)
+        ]
+        name = prefix + found.study_name
+        _create_imported(name, space, optuna_direction(found), storage, rows, found.user_attrs)
 
 
 @import_app.command("csv")
@@ -432,13 +457,15 @@ def import_json(
     ] = None,
     storage: StorageOpt = DEFAULT_STORAGE_URL,
 ) -> None:
-    """Copy an exported study (from another storage or machine) into this storage."""
-    from headstart.sources._export import completed_pairs, read_export
+    """Copy an exported study (from another storage or machine) into this storage: its complete
+    and failed trials and the study's and trials' user attributes."""
+    from headstart.sources._export import read_export
     from headstart.space import SearchSpace
 
     doc = read_export(file)
     space = SearchSpace.from_json(doc["space"])
-    _create_imported(name or doc["name"], space, doc["direction"], storage, completed_pairs(doc))
+    name = name or doc["name"]
+    _create_imported(name, space, doc["direction"], storage, doc["trials"], doc.get("user_attrs"))
 
 
 # --- worker -------------------------------------------------------------------------------------
