@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import headstart as hs
+from headstart._methods import method_names
 from headstart.sources import MetaTask
 
 
@@ -83,13 +84,67 @@ def test_rgpe_weights_are_shares():
     assert sum(report.shares.values()) + report.residual_share == pytest.approx(1.0)
 
 
-def test_warmstart_has_no_weights_to_report():
+def test_warmstart_reports_the_configurations_it_begins_with():
+    source = _frame(target)
     study = hs.create_study(
-        "ws",
-        _space(),
-        storage=None,
-        method="warmstart",
-        transfer_from=_named({"a": _frame(target)}),
+        "ws", _space(), storage=None, method="warmstart", transfer_from=_named({"a": source})
     )
-    with pytest.raises(hs.InvalidSettingError, match="learns no weights"):
-        study.transfer_report()
+    report = study.transfer_report()
+    assert report.weights == {} and report.summary().startswith("Warm start")
+    best = source.sort_values("value").iloc[0]
+    first = report.warm_start[0]
+    assert first["x"] == pytest.approx(best["x"]) and first["y"] == pytest.approx(best["y"])
+
+
+# --- a report for every registered method -------------------------------------------------------
+def _quadratic(p: dict) -> float:
+    return sum((float(v) - 0.4) ** 2 for v in p.values() if not isinstance(v, str))
+
+
+@pytest.fixture(scope="module")
+def sources_storage(tmp_path_factory):
+    """Two earlier studies on the target's space and three on other spaces (for MPHD)."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('report') / 'sources.db'}"
+    for i in range(2):
+        hs.create_study(f"same{i}", _space(), storage=url, method="random", seed=i).optimize(
+            lambda p, i=i: _quadratic(p) + 0.1 * i, 40, show_progress=False
+        )
+    others = [
+        {"C": hs.Float(1e-3, 1e3, log=True), "g": hs.Float(0.0, 1.0)},
+        {"depth": hs.Int(1, 10), "frac": hs.Float(0.1, 1.0)},
+        {"lr": hs.Float(0.0, 1.0), "w": hs.Int(8, 64), "m": hs.Float(0.0, 1.0)},
+    ]
+    for i, params in enumerate(others):
+        study = hs.create_study(f"other{i}", hs.SearchSpace(params), storage=url, method="random")
+        study.optimize(lambda p: _quadratic({k: v for k, v in p.items() if k != "C"}), 15,
+                       show_progress=False)  # fmt: skip
+    return url
+
+
+@pytest.mark.parametrize("method", method_names())
+def test_every_method_gives_a_report(method, sources_storage, tmp_path):
+    """transfer_report() (a summary, a table, a plot, a JSON form) for every method that uses
+    earlier tasks, and the HTML report for every method."""
+    import json
+
+    from headstart._methods import get_method
+    from headstart.report import write_report
+
+    spec = get_method(method)
+    sources = {"none": None, "same-space": ["same0", "same1"], "any-space": "all"}[spec.sources]
+    study = hs.create_study(
+        f"t-{method}", _space(), storage=sources_storage, method=method, transfer_from=sources,
+        seed=0,
+    )  # fmt: skip
+    study.optimize(_quadratic, 4, show_progress=False)
+    if spec.uses_sources:
+        report = study.transfer_report()
+        assert report.summary() and len(report.to_frame()) > 0
+        json.dumps(report.to_dict())
+        report.plot(tmp_path / "transfer.png")
+    else:
+        with pytest.raises(hs.InvalidSettingError, match="learns nothing from earlier tasks"):
+            study.transfer_report()
+    html = write_report(study, tmp_path / "report.html").read_text()
+    assert ("Transfer" in html) == spec.uses_sources and "unavailable" not in html
+    hs.delete_study(study.name, sources_storage)

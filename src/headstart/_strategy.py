@@ -165,13 +165,18 @@ class Strategy:
             meta_tasks=tuple(self.meta_tasks),
             cache=self.cache,
             kinds=tuple(c.kind for c in self.space.columns),
-            prior_model=self._prior_model(),
+            prior_model=self.prior_model(),
             kernel=self.config.kernel,
             kernel_search=self.config.kernel_search,
             map=map,
         )
 
-    def _prior_model(self):
+    @property
+    def warm_start_configurations(self) -> list[dict]:
+        """``method="warmstart"``: the sources' best configurations the design begins with."""
+        return [dict(c) for c in self._warm_start]
+
+    def prior_model(self):
         """The study's MPHD prior, read from the model cache (``None`` for other methods)."""
         if not self.config.prior_model:
             return None

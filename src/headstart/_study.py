@@ -608,31 +608,42 @@ class Study:
         return self._strategy.belief
 
     def transfer_report(self):
-        """Each source's learned weight given the completed trials (transfer methods only).
+        """What the study took from its sources, given the completed trials (transfer methods).
+
+        Each source's learned weight (ScaML-GP, RGPE, StackGP, multi-task GP), the shared basis
+        and head (ABLR / ABRAC), the pre-trained lengthscale priors beside the fitted
+        lengthscales (MPHD), or the configurations evaluated first (warm start).
 
         Returns:
             A :class:`headstart.transfer.TransferReport`.
 
         Raises:
-            InvalidSettingError: the study does not use a transfer method.
+            InvalidSettingError: the study does not use earlier tasks (``method="gp"`` /
+                ``"random"``).
         """
         from headstart.transfer import TransferReport
 
         spec = self.config.spec
-        if not spec.uses_sources or spec.warm_start:
+        if not spec.uses_sources:
             raise InvalidSettingError(
-                f"Study {self.name!r} uses method={self.config.method!r}, which learns no "
-                "weights of earlier tasks; create it with method='scaml' and transfer_from=... ."
+                f"Study {self.name!r} uses method={self.config.method!r}, which learns nothing "
+                "from earlier tasks; create it with transfer_from=... and a transfer method "
+                "(method='scaml', 'mphd', ...)."
             )
         done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
+        base = {"study": self.name, "method": self.config.method, "n_trials": len(done)}
+        if spec.warm_start:
+            return TransferReport(
+                **base, weights={}, warm_start=self._strategy.warm_start_configurations
+            )
         surrogate = self._strategy.conditioned_surrogate(
             [r.params for r in done], [self._to_max(r.value) for r in done]
         )
         diagnostics = surrogate.diagnostics()
+        if "weights" not in diagnostics:  # a prior on the GP's hyperparameters (MPHD)
+            return TransferReport(**base, weights={}, **self._prior_report(diagnostics))
         return TransferReport(
-            study=self.name,
-            method=self.config.method,
-            n_trials=len(done),
+            **base,
             weights=diagnostics["weights"],
             residual_variance=diagnostics.get("residual_variance"),
             shares=diagnostics.get("shares"),
@@ -641,6 +652,24 @@ class Study:
             source_fit=diagnostics.get("source_rmse"),
             head=diagnostics.get("head"),
         )
+
+    def _prior_report(self, diagnostics: dict[str, Any]) -> dict[str, Any]:
+        """``prior`` and ``trained_on`` of an MPHD study's :class:`TransferReport`."""
+        prior = diagnostics["hyperprior"]
+        a, b = (np.asarray(part, dtype=np.float64) for part in prior["lengthscale"])
+        fitted = diagnostics.get("lengthscales")
+        names = [c.name for c in self.space.columns]
+        per_param = {
+            name: {
+                "prior_mean": float(a[j] / b[j]),
+                "prior_shape": float(a[j]),
+                "fitted": None if fitted is None else float(fitted[j]),
+            }
+            for j, name in enumerate(names)
+        }
+        model = self._strategy.prior_model()
+        spaces = [] if model is None else model.trained_on.get("spaces", [])
+        return {"prior": per_param, "trained_on": [s["name"] for s in spaces]}
 
     def trials_dataframe(self):
         """A pandas DataFrame with one row per trial: ``number``, ``state``, ``value``,

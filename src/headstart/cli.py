@@ -201,12 +201,12 @@ def studies_show(
 
         plot_convergence(study, plot)
         _console().print(f"Convergence plot: {plot}")
-    if transfer:
+    if transfer or study.config.spec.uses_sources:
         _show_transfer(study, out, weights_plot)
     elif weights_plot is not None:
         raise typer.BadParameter(
-            f"study {name!r} does not use transfer learning; --weights-plot needs method='scaml' "
-            "(or rgpe / stackgp / mtgp).",
+            f"study {name!r} does not use transfer learning; --weights-plot needs a study created "
+            "with transfer_from=... (method='scaml', 'mphd', ...).",
             param_hint="--weights-plot",
         )
 
@@ -237,17 +237,22 @@ def _show_transfer(study, out, weights_plot: Path | None) -> None:
     from rich.table import Table
 
     report = study.transfer_report()
-    head = f"transfer ({report.method}) from {len(report.weights)} sources"
-    if report.residual_variance is not None:
-        head += f", residual variance {report.residual_variance:.4g}"
-    out.print(head + f", conditioned on {report.n_trials} trials:")
-    table = Table("source", "weight")
-    for source, weight in report.ranked():
-        table.add_row(source, f"{weight:.4g}")
-    out.print(table)
-    if weights_plot is not None:
+    if report.prior is not None or report.warm_start is not None:
+        out.print(f"transfer ({report.method}): {report.summary()}")
+    else:
+        head = f"transfer ({report.method}) from {len(report.weights)} sources"
+        if report.residual_variance is not None:
+            head += f", residual variance {report.residual_variance:.4g}"
+        out.print(head + f", conditioned on {report.n_trials} trials:")
+        table = Table("source", "weight")
+        for source, weight in report.ranked():
+            table.add_row(source, f"{weight:.4g}")
+        out.print(table)
+    if weights_plot is not None and report.warm_start is not None:
+        _console().print("A warm start learns no weights: no plot written.")
+    elif weights_plot is not None:
         report.plot(weights_plot)
-        _console().print(f"Weights plot: {weights_plot}")
+        _console().print(f"Transfer plot: {weights_plot}")
 
 
 @studies_app.command("export")

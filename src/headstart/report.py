@@ -112,14 +112,17 @@ def _sections(study: Any) -> list[str]:
         out.append(_figure("Contour (GP mean)", plots.plot_contour(study, x, y)))
     if free:
         out.append(_figure("Parallel coordinates", plots.plot_parallel_coordinates(study)))
-    spec = study.config.spec
-    if spec.uses_sources and not spec.warm_start:
+    if study.config.spec.uses_sources:
         try:
-            weights = study.transfer_report()
+            transfer = study.transfer_report()
         except HeadstartError as e:  # e.g. a model that cannot be conditioned yet
-            out.append(f"<p>Transfer weights unavailable: {html.escape(str(e))}</p>")
+            out.append(f"<p>Transfer report unavailable: {html.escape(str(e))}</p>")
         else:
-            out.append(_figure("Transfer: source weights", weights.plot(), weights.summary()))
+            if transfer.warm_start is not None:
+                out.append(f"<h2>Transfer</h2><p>{html.escape(transfer.summary())}</p>")
+            else:
+                title = "Transfer: priors" if transfer.prior is not None else "Transfer: sources"
+                out.append(_figure(title, transfer.plot(), transfer.summary()))
     prior = plots.plot_prior_vs_observed(study)
     if prior is not None:
         out.append(_figure("User priors vs observed", prior))

@@ -7,7 +7,10 @@ irrelevant, and a large residual variance means much of the test function is une
 sources (the model then behaves like plain GP-BO). Raw weights depend on each source's scale, so
 the report also gives each source's *share* of the model's variation, Laplace standard errors of
 the weights and a :meth:`TransferReport.summary` in words. RGPE's weights are ensemble weights
-(they sum to 1 with the ``target`` model's).
+(they sum to 1 with the ``target`` model's). Methods that learn no per-source weights report what
+they took from the sources instead: MPHD (Fan et al. 2024) the pre-trained lengthscale prior of
+each parameter beside the lengthscale fitted under it (:attr:`TransferReport.prior`), the warm
+start the sources' configurations it evaluates first (:attr:`TransferReport.warm_start`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ class TransferReport:
             basis (root mean squared, standardized values); ``weights`` is then empty.
         head: Neural methods: the target head -- ``active_basis`` (how many of the ordered basis
             functions it uses), ``ard_precisions``, ``noise_variance``.
+        prior: MPHD: parameter -> ``{"prior_mean", "prior_shape", "fitted"}``, the pre-trained
+            Gamma prior of its lengthscale (mean ``a / b`` and shape ``a``, unit-cube units) and
+            the lengthscale the MAP fit chose under it (``None`` before the first trial);
+            ``weights`` is then empty.
+        trained_on: MPHD: the search spaces (studies) the prior was pre-trained on.
+        warm_start: Warm start: the sources' best configurations, evaluated first.
     """
 
     study: str
@@ -50,9 +59,19 @@ class TransferReport:
     weight_se: dict[str, float] | None = None
     source_fit: dict[str, float] | None = None
     head: dict | None = None
+    prior: dict[str, dict] | None = None
+    trained_on: list[str] | None = None
+    warm_start: list[dict] | None = None
 
     def summary(self) -> str:
         """What the sources are worth so far, in words (the weights' shares and uncertainty)."""
+        if self.warm_start is not None:
+            return (
+                f"Warm start: the design begins with the sources' {len(self.warm_start)} best "
+                f"configurations, then GP-BO ({self.n_trials} trials completed)."
+            )
+        if self.prior is not None:
+            return self._prior_summary()
         if self.source_fit is not None:
             fits = ", ".join(f"{n} {v:.2g}" for n, v in self.source_fit.items())
             text = (
@@ -101,13 +120,41 @@ class TransferReport:
             text += f" Not yet distinguishable from 0 (weight < 2 s.e.): {', '.join(uncertain)}."
         return text
 
+    def _prior_summary(self) -> str:
+        spaces = self.trained_on or []
+        text = (
+            f"GP lengthscale priors pre-trained on {len(spaces)} search spaces "
+            f"({', '.join(spaces)}). Prior mean -> fitted after {self.n_trials} trials: "
+        )
+        parts, off = [], []
+        for name, p in (self.prior or {}).items():
+            fitted = p.get("fitted")
+            parts.append(
+                f"{name} {p['prior_mean']:.2g} -> " + ("-" if fitted is None else f"{fitted:.2g}")
+            )
+            if fitted is not None and not 1 / 3 <= fitted / p["prior_mean"] <= 3:
+                off.append(name)
+        text += ", ".join(parts) + "."
+        if off:
+            text += f" The data disagree with the prior (more than 3x off) on: {', '.join(off)}."
+        return text
+
     def ranked(self) -> list[tuple[str, float]]:
         """Sources by decreasing weight."""
         return sorted(self.weights.items(), key=lambda kv: -kv[1])
 
     def to_frame(self):
-        """A DataFrame with ``source``, ``weight`` (and ``weight_se``, ``share`` when known)."""
+        """A DataFrame with ``source``, ``weight`` (and ``weight_se``, ``share`` when known);
+        MPHD: ``parameter``, ``prior_mean``, ``prior_shape``, ``fitted``; neural methods:
+        ``source``, ``training_rmse``; warm start: the configurations."""
         import pandas as pd
+
+        if self.warm_start is not None:
+            return pd.DataFrame(self.warm_start)
+        if self.prior is not None:
+            return pd.DataFrame([{"parameter": n, **p} for n, p in self.prior.items()])
+        if self.source_fit is not None:
+            return pd.DataFrame(list(self.source_fit.items()), columns=["source", "training_rmse"])
 
         frame = pd.DataFrame(self.ranked(), columns=["source", "weight"])
         if self.weight_se is not None:
@@ -128,25 +175,61 @@ class TransferReport:
             "weight_se": None if self.weight_se is None else dict(self.weight_se),
             "source_fit": self.source_fit,
             "head": self.head,
+            "prior": self.prior,
+            "trained_on": self.trained_on,
+            "warm_start": self.warm_start,
             "summary": self.summary(),
         }
 
     def plot(self, path: str | Path | None = None, top: int = 30):
         """A horizontal bar plot of the ``top`` largest weights (a ``Figure``; saved to ``path``
-        when given)."""
+        when given). MPHD: each parameter's prior lengthscale (mean and 5-95% range) beside the
+        fitted one; neural methods: each source's training error of the shared basis."""
         from matplotlib.figure import Figure
 
+        if self.prior is not None:
+            return self._save(self._prior_plot(), path)
         ranked = self.ranked()[:top]
+        label, what = "learned weight", "source weights"
+        if self.source_fit is not None:  # neural methods: how well the shared basis fits each
+            ranked = sorted(self.source_fit.items(), key=lambda kv: kv[1])[:top]
+            label, what = "training RMSE of the shared basis (standardized)", "source fit"
         fig = Figure(figsize=(6.5, 0.35 * max(len(ranked), 3) + 1.2))
         ax = fig.subplots()
         names = [name for name, _ in ranked][::-1]
         values = [w for _, w in ranked][::-1]
         ax.barh(names, values, color="#4c72b0")
-        ax.set_xlabel("learned weight")
-        title = f"{self.study}: source weights ({self.method}, {self.n_trials} trials)"
+        ax.set_xlabel(label)
+        title = f"{self.study}: {what} ({self.method}, {self.n_trials} trials)"
         if self.residual_variance is not None:
             title += f"\nresidual variance {self.residual_variance:.3g}"
         ax.set_title(title, fontsize=10)
+        return self._save(fig, path)
+
+    def _prior_plot(self):
+        from matplotlib.figure import Figure
+        from scipy.stats import gamma
+
+        names = list(self.prior or {})
+        fig = Figure(figsize=(6.5, 0.45 * max(len(names), 3) + 1.4))
+        ax = fig.subplots()
+        for i, name in enumerate(names):
+            p = self.prior[name]
+            low, high = gamma(p["prior_shape"], scale=p["prior_mean"] / p["prior_shape"]).ppf(
+                [0.05, 0.95]
+            )
+            ax.plot([low, high], [i, i], color="#9db4d6", lw=6, solid_capstyle="butt")
+            ax.plot([p["prior_mean"]], [i], "|", color="#4c72b0", ms=14, mew=2)
+            if p.get("fitted") is not None:
+                ax.plot([p["fitted"]], [i], "o", color="#dd8452")
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xscale("log")
+        ax.set_xlabel("lengthscale (unit cube): prior 5-95% and mean (blue), fitted (orange)")
+        ax.set_title(f"{self.study}: MPHD priors, {self.n_trials} trials", fontsize=10)
+        return fig
+
+    @staticmethod
+    def _save(fig, path: str | Path | None):
         fig.tight_layout()
         if path is not None:
             path = Path(path)

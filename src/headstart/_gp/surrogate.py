@@ -137,8 +137,10 @@ class MaternGP:
             self._n_at_default_fit = int(state.get("n_at_default_fit", 0))
 
     def diagnostics(self) -> dict[str, Any]:
-        """The last :class:`FitSummary` as a dict (empty before the first fit)."""
-        return {} if self.last_fit is None else asdict(self.last_fit)
+        """The last :class:`FitSummary` as a dict (empty before the first fit), and the
+        hyperprior's JSON form under ``"hyperprior"``."""
+        fit = {} if self.last_fit is None else asdict(self.last_fit)
+        return {**fit, "hyperprior": self.hyperprior.to_json()}
 
 
 __all__ = [
