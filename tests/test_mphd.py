@@ -248,6 +248,18 @@ def test_transfer_from_all_across_three_spaces_pretrains_once(three_spaces, monk
         seed=0,
     )
     assert len(calls) == 1
+    # ... also by a study with another seed, or none: the prior depends on the data only
+    for seed in (1, None):
+        other = hs.create_study(
+            f"seed-{seed}",
+            space,
+            storage=three_spaces,
+            method="mphd",
+            transfer_from=["svm", "tree", "net"],
+            seed=seed,
+        )
+        assert other._strategy.config.prior_model == key
+    assert len(calls) == 1
     hyperprior = study._strategy.engine.surrogate.hyperprior
     assert isinstance(hyperprior, GammaHyperPrior) and hyperprior.dim == 3
 
@@ -391,3 +403,15 @@ def test_cached_step1_fits_are_read_back_without_refitting(tmp_path):
     for a, b in zip(fits, again, strict=True):
         np.testing.assert_array_equal(a.lengthscales, b.lengthscales)
         assert (a.name, a.noise, a.neg_log_likelihood) == (b.name, b.noise, b.neg_log_likelihood)
+
+
+def test_pretraining_reports_its_progress_through_both_steps():
+    from headstart.mphd.pretrain import STEP1, STEP2, pretrain
+
+    seen: dict[str, list[tuple[int, int]]] = {}
+    pretrain(_domains(n_domains=3), progress=lambda stage, done, total: seen.setdefault(
+        stage, []).append((done, total)))  # fmt: skip
+    assert list(seen) == [STEP1, STEP2]
+    for updates in seen.values():
+        assert updates[-1][0] == updates[-1][1]  # each step ends full
+        assert [d for d, _ in updates] == sorted(d for d, _ in updates)

@@ -145,3 +145,44 @@ def test_neural_methods_run_in_a_study_and_report_their_head(method):
     assert set(report.source_fit) == {f"t{i}" for i in range(6)}
     assert report.head["active_basis"] == (6 if method == "abrac" else 20)
     assert "basis functions" in report.summary()
+
+
+def _two_dim_sources(n=25):
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    rng = np.random.default_rng(1)
+    frames = []
+    for k, shift in enumerate((0.2, 0.4)):
+        x, y = rng.random(n), rng.random(n)
+        frames.append(pd.DataFrame({"x": x, "y": y, "value": (x - shift) ** 2 + y, "task": k}))
+    return space, pd.concat(frames)
+
+
+def test_too_few_source_evaluations_are_refused_at_create_study_with_nothing_stored(tmp_path):
+    space, frame = _two_dim_sources(n=5)
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    with pytest.raises(hs.MetaDataValueError, match="at least 20 source evaluations"):
+        hs.create_study("t", space, storage=url, method="abrac", transfer_from=frame)
+    assert hs.storage.get_storage(url).list_studies() == []
+
+
+def test_the_basis_is_trained_at_create_study_not_inside_an_ask(monkeypatch):
+    import headstart._transfer.neural as neural
+
+    space, frame = _two_dim_sources()
+    study = hs.create_study("t", space, storage=None, method="abrac", transfer_from=frame)
+    monkeypatch.setattr(neural, "train_features", lambda *a, **k: pytest.fail("trained in ask"))
+    study.optimize(lambda p: (p["x"] - 0.3) ** 2 + p["y"], n_trials=5)  # 3 random, 2 modelled
+
+
+def test_abrac_does_not_propose_near_duplicates():
+    """Issue 27: four trials within 0.02 of each other; model suggestions now keep
+    MIN_SEPARATION from every evaluated point in at least one column."""
+    from headstart._transfer.neural import MIN_SEPARATION
+
+    space, frame = _two_dim_sources()
+    study = hs.create_study("t", space, storage=None, method="abrac", transfer_from=frame, seed=0)
+    study.optimize(lambda p: (p["x"] - 0.3) ** 2 + p["y"], n_trials=12)
+    X = space.encode([t.params for t in study.trials])
+    for i in range(3, len(X)):  # the model's suggestions (the first 3 are random)
+        gaps = np.abs(X[:i] - X[i]).max(1)
+        assert gaps.min() >= MIN_SEPARATION, (i, gaps.min())

@@ -78,6 +78,10 @@ class MethodSpec:
             shares (meta-task GPs), so that parallel workers load it instead of each fitting it.
         n_initial: Initial-design size when the study sets none (``None``: the general rule
             ``min(2 d + 1, 10, budget / 5)``).
+        check_sources: ``meta_tasks -> None``, raising a :class:`~headstart.HeadstartError` for
+            sources the method cannot use; ``create_study`` calls it before storing anything.
+        prefit_at_creation: ``create_study`` runs ``prefit`` (with its progress bar), so a long
+            training happens there rather than inside a later ``ask``.
     """
 
     name: str
@@ -93,6 +97,8 @@ class MethodSpec:
     warm_start: bool = False
     prefit: Callable[[BuildContext], Any] | None = None
     n_initial: int | None = None
+    check_sources: Callable[[Sequence[Any]], None] | None = None
+    prefit_at_creation: bool = False
 
     def __post_init__(self) -> None:
         if self.sources not in SOURCES:
@@ -236,13 +242,21 @@ def _neural_builder(variant: str) -> Callable[[BuildContext], Any]:
     return build
 
 
+def _neural_check(meta_tasks) -> None:
+    from headstart._transfer.neural import check_sources
+
+    check_sources(meta_tasks)
+
+
 def _neural_prefit(variant: str) -> Callable[[BuildContext], Any]:
     """Train and cache the sources' basis once, before parallel workers start."""
 
     def prefit(ctx: BuildContext):
         from headstart._transfer.neural import VARIANTS, load_or_train
 
-        return load_or_train(ctx.meta_tasks, VARIANTS[variant], seed=ctx.seed, cache=ctx.cache)
+        return load_or_train(
+            ctx.meta_tasks, VARIANTS[variant], seed=ctx.seed, cache=ctx.cache, progress=True
+        )
 
     return prefit
 
@@ -312,6 +326,8 @@ for _name, _description in (
             _neural_builder(_name),
             prefit=_neural_prefit(_name),
             n_initial=3,  # the ABRAC paper's 3 random points: the head's prior mean is 0
+            check_sources=_neural_check,
+            prefit_at_creation=True,
         )
     )
 for _name, _module, _class, _meta_gps, _description in (

@@ -138,3 +138,26 @@ class TrainingProgress(_Bar):
         if self._task is None:
             self._task = self._progress.add_task(self._description, total=total)
         self._progress.update(self._task, completed=done)
+
+
+class StagesProgress(_Bar):
+    """One bar per stage of a long computation: ``update(stage, done, total)`` (e.g. MPHD's
+    pre-training, whose two steps take up to a minute on large super-datasets)."""
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self._enabled = enabled
+        self._progress = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> StagesProgress:
+        if self._enabled:
+            self._progress = _stderr_progress()
+            self._progress.__enter__()
+        return self
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        if stage not in self._tasks:
+            self._tasks[stage] = self._progress.add_task(stage, total=total)
+        self._progress.update(self._tasks[stage], completed=done, total=total)

@@ -225,12 +225,14 @@ def create_study(
             )
         _check_resumable(existing, store, space, direction, method)
     if spec.sources == "any-space":
-        key = resolve_prior_model(
-            transfer_from, prior_model, store, exclude=(name,), seed=config.seed
-        )
+        # the prior depends on the sources' data, not on the study's seed: one pre-training
+        # serves every seed (resolve_prior_model's fixed pre-training seed)
+        key = resolve_prior_model(transfer_from, prior_model, store, exclude=(name,))
         config = dataclasses.replace(config, prior_model=key)
     elif transfer_from is not None:
         tasks = resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,))
+        if spec.check_sources is not None:
+            spec.check_sources(tasks)
         config = dataclasses.replace(config, transfer=save_meta_data(store, tasks))
     settings = config.to_json()
     try:
@@ -245,7 +247,10 @@ def create_study(
         if seed is None:  # resuming without an explicit seed keeps the stored one
             settings["seed"] = record.settings.get("seed", drawn_seed)
         _check_settings(record, settings, keep_stored=bool(load_if_exists))
-    return Study(store, record.study_id, prior_density)
+    study = Study(store, record.study_id, prior_density)
+    if spec.prefit_at_creation:  # train now (cached in the storage), not inside a later ask
+        study._strategy.prefit()
+    return study
 
 
 def _check_settings(record, settings: dict, *, keep_stored: bool) -> None:

@@ -230,7 +230,7 @@ def optimize_criterion(
 
     all_X = np.concatenate([X, pool])
     all_F = np.concatenate([F, pool_values])
-    return _best_non_duplicate(all_X, all_F, train_X)
+    return _best_non_duplicate(all_X, all_F, train_X, separation(criterion.posterior))
 
 
 def screening_points(
@@ -247,11 +247,19 @@ def screening_points(
     return points
 
 
-def _best_non_duplicate(X: np.ndarray, values: np.ndarray, train_X: np.ndarray) -> np.ndarray:
+def separation(posterior: Posterior) -> float:
+    """How close to an evaluated point (in every column) a candidate counts as its duplicate:
+    the posterior's ``min_separation``, else exact duplicates only (``1e-12``)."""
+    return max(float(getattr(posterior, "min_separation", 0.0)), 1e-12)
+
+
+def _best_non_duplicate(
+    X: np.ndarray, values: np.ndarray, train_X: np.ndarray, atol: float = 1e-12
+) -> np.ndarray:
     order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
     for start in range(0, len(order), 256):
         block = order[start : start + 256]
-        dup = is_duplicate(X[block], train_X)
+        dup = is_duplicate(X[block], train_X, atol)
         if not dup.all():
             return X[block[int(np.argmin(dup))]].copy()
     return X[order[0]].copy()
@@ -293,7 +301,7 @@ def thompson_sample(
     screen = screening_points(prior, d, TS_N_SOBOL, rng)  # with piBO, part are prior draws
     cand = space.snap(np.concatenate([screen, local]))
     cand = np.unique(cand, axis=0)
-    fresh = ~is_duplicate(cand, train_X)
+    fresh = ~is_duplicate(cand, train_X, separation(posterior))
     if fresh.any():
         cand = cand[fresh]
     mean, cov = posterior.joint_posterior(cand)

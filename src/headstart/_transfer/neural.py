@@ -37,6 +37,7 @@ from headstart._transfer.features import N_BASIS, FeatureNet, train_features
 VARIANTS = {"abrac": "nested", "ablr": "ablr", "ablr-sgd-fixed": "plain"}
 MIN_SOURCE_POINTS = 20  # fewer source evaluations than this cannot train 20 basis functions
 CACHE_PREFIX = "neural-features/v1"
+MIN_SEPARATION = 0.05  # unit-cube distance per column below which a suggestion repeats a trial
 
 
 class NeuralPosterior:
@@ -45,6 +46,10 @@ class NeuralPosterior:
     outputscale = 1.0
     lengthscales = None
     includes_noise = True
+    # The head's variance is nearly flat around an evaluated point (a few basis functions,
+    # well determined after a few trials), so EI kept proposing the incumbent's neighbourhood:
+    # four trials within 0.02 of each other in one run (issue 27). Closer counts as a duplicate.
+    min_separation = MIN_SEPARATION
 
     def __init__(self, net: FeatureNet, r: int, fit: BLRFit, Phi: np.ndarray, y: np.ndarray):
         self.net, self.r, self.fit = net, r, fit
@@ -182,10 +187,15 @@ def cache_key(meta_tasks, mode: str, seed: int, truncation: str) -> str:
     return f"{CACHE_PREFIX}/{mode}-{truncation}-{seed}/{data_hash(meta_tasks)}"
 
 
-def load_or_train(meta_tasks, mode: str, *, seed: int = 0, cache=None, truncation="uniform"):
-    r"""The sources' feature network from ``cache`` (checksum verified), else trained (and
-    stored). A progress bar shows long trainings."""
-    from headstart.exceptions import MetaDataValueError, ModelFittingError
+def check_sources(meta_tasks) -> None:
+    """Refuse sources the basis cannot be trained on (called by ``create_study``, before the
+    study is stored, and again before training).
+
+    Raises:
+        MetaDataValueError: fewer than :data:`MIN_SOURCE_POINTS` evaluations in all, or a
+            source whose values are all equal.
+    """
+    from headstart.exceptions import MetaDataValueError
 
     n = sum(t.n for t in meta_tasks)
     if n < MIN_SOURCE_POINTS:
@@ -200,6 +210,24 @@ def load_or_train(meta_tasks, mode: str, *, seed: int = 0, cache=None, truncatio
                 f"Source {t.name!r} has the same value at every configuration: it says nothing "
                 "about where to look. Leave it out of transfer_from."
             )
+
+
+def load_or_train(
+    meta_tasks,
+    mode: str,
+    *,
+    seed: int = 0,
+    cache=None,
+    truncation="uniform",
+    progress: bool = False,
+):
+    r"""The sources' feature network from ``cache`` (checksum verified), else trained (and
+    stored). ``progress``: a progress bar over the training (``create_study`` shows one); a
+    training of more than 5,000 source evaluations always shows one."""
+    from headstart.exceptions import ModelFittingError
+
+    check_sources(meta_tasks)
+    n = sum(t.n for t in meta_tasks)
     key = cache_key(meta_tasks, mode, seed, truncation)
     if cache is not None:
         stored = cache.get_cache(key)
@@ -210,7 +238,8 @@ def load_or_train(meta_tasks, mode: str, *, seed: int = 0, cache=None, truncatio
                 pass  # tampered or corrupt: train again and overwrite it
     from headstart._progress import TrainingProgress
 
-    with TrainingProgress(f"training {mode} basis", enabled=n > 5000) as bar:
+    description = f"training the {mode} basis on {n} source evaluations"
+    with TrainingProgress(description, enabled=progress or n > 5000) as bar:
         net = train_features(
             _training_data(meta_tasks),
             mode=mode,

@@ -275,8 +275,8 @@ class HeadstartSampler(BaseSampler):
         config = self._config
         tasks: list = []
         if config.spec.sources == "any-space":
-            model_key = resolve_prior_model(
-                self._transfer_from, self._prior_model, self._storage, exclude=(), seed=self._seed
+            model_key = resolve_prior_model(  # one pre-training for every seed
+                self._transfer_from, self._prior_model, self._storage, exclude=()
             )
             config = dataclasses.replace(config, prior_model=model_key)
         elif self._transfer_from is not None:

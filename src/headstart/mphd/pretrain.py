@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +42,9 @@ MIN_POINTS = 5  # a sub-dataset with fewer usable points says nothing about a le
 NETWORK_ITERATIONS = 2000
 NETWORK_LR = 1e-2
 HIDDEN = 16
+STEP1 = "MPHD step 1: a GP per search space"
+STEP2 = "MPHD step 2: the lengthscale network"
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
 _STARTS = (1.0, 0.2)  # step-1 starting lengthscales, both tried, the better fit kept
 
 
@@ -185,6 +188,7 @@ def fit_domains(
     n_points: int = DEFAULT_POINTS,
     seed: int = 0,
     maxiter: int = 500,
+    progress: Progress | None = None,
 ) -> list[DomainFit]:
     r"""Step 1: a maximum-likelihood GP per space, all spaces in one batched L-BFGS-B.
 
@@ -192,10 +196,10 @@ def fit_domains(
         PretrainingDataError: fewer than :data:`MIN_SPACES` spaces with usable data.
     """
     kept = _select(domains, n_points, seed)
-    return _fit_batched(kept, maxiter)
+    return _fit_batched(kept, maxiter, progress)
 
 
-def _fit_batched(kept, maxiter: int) -> list[DomainFit]:
+def _fit_batched(kept, maxiter: int, progress: Progress | None = None) -> list[DomainFit]:
     import scipy.optimize
     import torch
 
@@ -250,14 +254,23 @@ def _fit_batched(kept, maxiter: int) -> list[DomainFit]:
             bounds += real[:-2] + [(0.0, 0.0)] * (D - domain.dim) + real[-2:]
             x0 += [-2.0 * math.log(ell0)] * domain.dim + [0.0] * (D - domain.dim)
             x0 += [0.0, math.log(1e-2)]
+    iterations = itertools.count(1)
+
+    def step(_x: np.ndarray) -> None:
+        if progress is not None:
+            progress(STEP1, next(iterations), maxiter)
+
     res = scipy.optimize.minimize(
         fun,
         np.array(x0),
         jac=True,
         method="L-BFGS-B",
         bounds=bounds,
+        callback=step,
         options={"maxiter": maxiter, "gtol": 1e-5},
     )
+    if progress is not None:
+        progress(STEP1, maxiter, maxiter)  # converged early: the step is done
     raw = torch.from_numpy(res.x)
     with torch.no_grad():
         nll = per_set_nll(raw)  # S x B
@@ -326,6 +339,7 @@ def fit_lengthscale_network(
     *,
     seed: int = 0,
     iterations: int = NETWORK_ITERATIONS,
+    progress: Progress | None = None,
 ) -> tuple[list, np.ndarray, np.ndarray, float]:
     r"""Step 2 for lengthscales: the network ``context -> (a, b)`` by Gamma maximum likelihood.
 
@@ -368,7 +382,9 @@ def fit_lengthscale_network(
 
     opt = torch.optim.Adam(params, lr=NETWORK_LR)
     best = (float(loss_fn().detach()), [p.detach().clone() for p in params])
-    for _ in range(iterations):
+    for done in range(1, iterations + 1):
+        if progress is not None and done % 50 == 0:
+            progress(STEP2, done, iterations)
         opt.zero_grad()
         loss = loss_fn()
         loss.backward()
@@ -401,6 +417,7 @@ def pretrain(
     lengthscale: str = "network",
     n_points: int = DEFAULT_POINTS,
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> PriorModel:
     r"""Pre-train an MPHD prior on ``domains`` (step 1, then step 2; module docstring).
 
@@ -409,6 +426,8 @@ def pretrain(
         lengthscale: ``"network"`` (MPHD) or ``"shared"`` (the "Non-NN" ablation).
         n_points: Points per sub-dataset in step 1.
         seed: Subsampling and network initialization (same seed, same prior).
+        progress: Called as ``progress(stage, done, total)`` while the steps run (step 1's
+            L-BFGS-B iterations, step 2's Adam steps), e.g. to move a progress bar.
 
     Returns:
         The :class:`~headstart.mphd.prior_model.PriorModel` (save it with ``.save(path)``).
@@ -422,9 +441,11 @@ def pretrain(
         )
     if not isinstance(n_points, int) or n_points < MIN_POINTS:
         raise PretrainingDataError(f"n_points must be an integer >= {MIN_POINTS}; got {n_points}.")
-    fits = fit_domains(domains, n_points=n_points, seed=seed)
+    fits = fit_domains(domains, n_points=n_points, seed=seed, progress=progress)
     kinds = {domain.name: domain.kinds for domain in domains}
-    return fit_priors(fits, kinds, lengthscale=lengthscale, n_points=n_points, seed=seed)
+    return fit_priors(
+        fits, kinds, lengthscale=lengthscale, n_points=n_points, seed=seed, progress=progress
+    )
 
 
 def fit_priors(
@@ -434,6 +455,7 @@ def fit_priors(
     lengthscale: str = "network",
     n_points: int = DEFAULT_POINTS,
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> PriorModel:
     r"""Step 2 on step-1 estimates (:func:`fit_domains`); ``kinds`` maps each space's name to
     its column kinds. Both lengthscale modes can be fitted from one step 1."""
@@ -442,7 +464,9 @@ def fit_priors(
     shared = gamma_mle(ells)
     layers, mean, std, loss = [], contexts.mean(0), np.ones(contexts.shape[1]), float("nan")
     if lengthscale == "network":
-        layers, mean, std, loss = fit_lengthscale_network(contexts, ells, seed=seed)
+        layers, mean, std, loss = fit_lengthscale_network(
+            contexts, ells, seed=seed, progress=progress
+        )
     trained_on = {
         "spaces": [
             {"name": f.name, "kinds": list(kinds[f.name]), "n_subdatasets": f.n_datasets}

@@ -203,7 +203,10 @@ def resolve_prior_model(
         key = _data_key(domains, {"lengthscale": lengthscale, "seed": seed})
         if store.get_cache(key) is not None:
             return key
-        prior = pretrain(domains, lengthscale=lengthscale, seed=seed)
+        from headstart._progress import StagesProgress
+
+        with StagesProgress() as bar:
+            prior = pretrain(domains, lengthscale=lengthscale, seed=seed, progress=bar.update)
     if store.get_cache(key) is None:
         store.put_cache(key, "mphd-prior", prior.to_json())
     return key
