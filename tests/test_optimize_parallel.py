@@ -212,3 +212,25 @@ def test_a_dask_cluster_spreads_a_large_meta_fit(tmp_path, monkeypatch):
         study.optimize(objective, 2, n_workers=client, show_progress=False)
     assert spread == [2]  # 4 meta-tasks in 2 chunks, fitted on the Dask workers
     assert sum(1 for t in study.trials if t.state == "complete") == 2
+
+
+def test_a_script_without_a_main_guard_is_told_what_to_do(tmp_path):
+    """Issue 27: the workers imported the script again and died with multiprocessing's raw
+    RuntimeError (a broken process pool in the parent)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        "import headstart as hs\n"
+        "def f(p):\n    return p['x']\n"
+        "s = hs.create_study('ng', hs.SearchSpace({'x': hs.Float(0, 1)}),\n"
+        f"                   storage='sqlite:///{tmp_path / 'ng.db'}', method='random')\n"
+        "s.optimize(f, n_trials=4, n_workers=2, show_progress=False)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1
+    assert "InvalidSettingError" in result.stderr and 'if __name__ == "__main__":' in result.stderr
+    assert "BrokenProcessPool" not in result.stderr

@@ -131,3 +131,24 @@ def test_plots_return_figures_with_log_axes_for_log_parameters(tmp_path, transfe
     flat = hs.create_study("flat", hs.SearchSpace({"x": hs.Float(0, 1)}), storage=None)
     assert plots.plot_prior_vs_observed(flat) is None
     assert np.isfinite(figures["contour"].axes[0].get_xlim()).all()
+
+
+def test_contour_colours_the_objective_in_its_own_units():
+    """Issue 27: values 0.039-0.37 were coloured as -0.47 to 3.69 (the standardized GP mean)."""
+    from headstart.importance import fit_mean
+
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+
+    def f(p):
+        return 0.04 + 0.1 * p["x"] + 0.23 * p["y"] ** 2
+
+    study = hs.create_study("known", space, storage=None, method="random", seed=3)
+    study.optimize(f, 30, show_progress=False)
+    values = [t.value for t in study.trials]
+    mean = fit_mean(space, [t.params for t in study.trials], values)
+    grid = np.array([[a, b] for a in np.linspace(0, 1, 7) for b in np.linspace(0, 1, 7)])
+    truth = [f(c) for c in space.decode(grid)]
+    np.testing.assert_allclose(mean(grid), truth, atol=0.01 * (max(values) - min(values)) + 1e-3)
+    fig = plots.plot_contour(study, "x", "y")
+    low, high = fig.axes[1].get_ylim()  # the colour bar: f spans [0.04, 0.37] on the plot
+    assert 0.0 <= low <= 0.06 and 0.3 <= high <= 0.42, (low, high)

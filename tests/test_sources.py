@@ -396,3 +396,11 @@ def test_docstring_examples_run(module):
     mod = importlib.import_module(f"headstart.sources.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("method", ["scaml", "mphd"])
+def test_transfer_from_all_in_memory_says_it_has_no_earlier_studies(method):
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    with pytest.raises(hs.EmptySourceError, match="in-memory storage") as e:
+        hs.create_study("t", space, storage=None, method=method, transfer_from="all")
+    assert "%3A" not in str(e.value)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
+import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -50,6 +52,35 @@ def check_parallel(study: Any, func: Callable, callbacks: Sequence[Callable]) ->
     return url
 
 
+_MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+
+
+def check_main_guard() -> None:
+    """Refuse local worker processes when the running script has no ``if __name__ ==
+    "__main__":`` guard.
+
+    A worker (fork server or spawn) imports the caller's script again; without the guard that
+    import runs the study again, and multiprocessing stops the worker with a ``RuntimeError``
+    the parent only sees as a broken process pool.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return  # python -c, a notebook, an interactive session: nothing is imported again
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return
+    if not _MAIN_GUARD.search(source):
+        raise InvalidSettingError(
+            f"optimize(n_workers=...) starts worker processes that import {path} again, and "
+            "without a guard that import would run the study again in every worker. Put the "
+            'code that creates and optimizes the study under `if __name__ == "__main__":` '
+            "(define the objective above it), or use n_workers=1."
+        )
+
+
 def optimize_in_processes(
     study: Any,
     func: Callable,
@@ -75,6 +106,7 @@ def optimize_in_processes(
     """
     url = check_parallel(study, func, callbacks)
     if isinstance(n_workers, int):
+        check_main_guard()
         pool = ProcessPoolExecutor(n_workers, mp_context=_local_context())
         k, submit, close = n_workers, pool.submit, pool.shutdown
     else:

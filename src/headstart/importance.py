@@ -37,13 +37,21 @@ MIN_TRIALS = 3
 
 
 def fit_mean(space: SearchSpace, configs: Sequence[Mapping[str, Any]], values: Sequence[float]):
-    """The posterior mean ``m(U)`` (on the encoded cube) of the GP fitted to the trials."""
+    """The posterior mean ``m(U)`` (on the encoded cube) of the GP fitted to the trials, in the
+    units of ``values`` (the GP works on standardized values; this undoes the affine map)."""
+    values = np.asarray(values, dtype=np.float64)
     strategy = Strategy(space, StudyConfig(method="gp", seed=0))
     surrogate = strategy.engine.surrogate
-    posterior, _ = surrogate.condition(
-        space.encode(list(configs)), np.asarray(values, dtype=np.float64), np.random.default_rng(0)
+    posterior, y_model = surrogate.condition(
+        space.encode(list(configs)), values, np.random.default_rng(0)
     )
-    return lambda U: posterior.posterior(U)[0]
+    spread = float(np.ptp(y_model)) if len(y_model) else 0.0
+    if spread == 0.0:  # one value (or all equal): the mean is that value everywhere
+        level = float(values.mean()) if len(values) else 0.0
+        return lambda U: np.full(len(U), level)
+    scale = float(np.ptp(values)) / spread  # y_model = (values - shift) / scale, exactly affine
+    shift = float(values[0] - scale * y_model[0])
+    return lambda U: shift + scale * posterior.posterior(U)[0]
 
 
 def sobol_total_effects(

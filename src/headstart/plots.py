@@ -357,7 +357,7 @@ def plot_contour(
     _set_axis(ax, space[y], "y")
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    fig.colorbar(mesh, ax=ax, label="GP mean of the objective")
+    fig.colorbar(mesh, ax=ax, label="GP mean of the objective (its units)")
     ax.set_title(f"{study.name}: {y} vs {x} (others at the best trial)")
     ax.legend(loc="best", fontsize=7)
     fig.tight_layout()

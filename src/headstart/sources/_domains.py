@@ -96,9 +96,11 @@ def domains_from_storage(
         else:
             groups.append((space, [r.name], [data]))
     if not groups:
+        where = store.describe() + (", which has no earlier studies" if store.in_memory else "")
         raise EmptySourceError(
-            f"transfer_from found no (other) study with completed trials in {store.url}. Run "
-            "earlier studies into this storage first, or pass prior_model=... ."
+            f"transfer_from found no (other) study with completed trials in {where}. Run "
+            "earlier studies into this storage first (or create the study in the storage that "
+            "holds them), or pass prior_model=... ."
         )
     return [
         Domain(

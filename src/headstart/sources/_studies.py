@@ -137,6 +137,13 @@ def from_storage(
     excluded = set(exclude)
     records = [r for r in store.get_studies() if r.name not in excluded]
     if not records:
+        if store.in_memory:
+            raise EmptySourceError(
+                "transfer_from='all' found no other study: an in-memory storage (storage=None) "
+                "has no earlier studies. Create the study in the storage that holds them (e.g. "
+                "storage='sqlite:///headstart.db'), or pass meta-data as DataFrames, CSV files or "
+                "MetaTask objects."
+            )
         raise EmptySourceError(
             f"transfer_from='all' found no other study in {store.url}. Run related studies into "
             "this storage first, or pass meta-data as DataFrames, CSV files or MetaTask objects."

@@ -71,11 +71,13 @@ def _dumps(obj: Any) -> str:
 
 
 def mask_password(url: str) -> str:
-    """``url`` with its password shown as ``***`` (unparseable URLs are returned unchanged)."""
+    """``url`` with its password shown as ``***`` (unparseable URLs, and URLs without a
+    password, are returned unchanged: ``sqlite:///:memory:`` stays readable)."""
     try:
         from sqlalchemy.engine import make_url
 
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+        return parsed.render_as_string(hide_password=True) if parsed.password else url
     except Exception:  # an invalid URL: the engine reports it; there is no password to hide
         return url
 
@@ -261,6 +263,15 @@ class Storage:
                 f"{_scrub(str(e), url)}. Use a SQLAlchemy URL "
                 "such as sqlite:///headstart.db (the directory must exist and be writable)."
             ) from e
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether this is a throw-away in-memory storage (``storage=None``)."""
+        return self._raw_url in (MEMORY_URL, "sqlite://")
+
+    def describe(self) -> str:
+        """Where the studies are, for messages: the masked URL, or "an in-memory storage"."""
+        return "an in-memory storage (storage=None)" if self.in_memory else self.url
 
     def close(self) -> None:
         """Close the storage's connections; on a SQLite file, first copy the write-ahead log into
