@@ -216,3 +216,67 @@ def test_headstart_studies_are_sources_of_the_sampler(tmp_path):
 
 def quadratic_value(x, lr, kind) -> float:
     return (x - 0.3) ** 2 + (np.log10(lr) + 2) ** 2 / 4 + 0.5 * (kind == "b")
+
+
+# --- the first trial uses what the sampler was given (issue 27) -----------------------------------
+def _two_param_objective(trial) -> float:
+    return (trial.suggest_float("x", 0, 1) - 0.7) ** 2 + (trial.suggest_float("y", 0, 1) - 0.2) ** 2
+
+
+def _source_frame():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.random(30), "y": rng.random(30)})
+    frame["value"] = (frame.x - 0.7) ** 2 + (frame.y - 0.2) ** 2
+    return frame
+
+
+def _first_params(sampler) -> dict:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_two_param_objective, n_trials=1)
+    return study.trials[0].params
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_first_trial_of_a_dataframe_source_is_its_best_row_whatever_the_seed():
+    frame = _source_frame()
+    best = frame.loc[frame["value"].idxmin(), ["x", "y"]].to_dict()
+    for seed in (0, 1):
+        first = _first_params(HeadstartSampler("scaml", transfer_from=frame, seed=seed))
+        assert first == pytest.approx(best)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_first_trial_of_a_headstart_study_source_is_modelled(tmp_path):
+    url = f"sqlite:///{tmp_path / 'src.db'}"
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    hs.create_study("src", space, storage=url, method="random").add_trials(_source_frame())
+    firsts = [
+        _first_params(HeadstartSampler("scaml", transfer_from=["src"], storage=url, seed=seed))
+        for seed in (0, 1)
+    ]
+    for first in firsts:  # the sources' optimum (0.7, 0.2), not a random point
+        assert abs(first["x"] - 0.7) < 0.05 and abs(first["y"] - 0.2) < 0.05
+    assert firsts[0] == pytest.approx(firsts[1], abs=1e-4)
+
+
+def test_the_first_trial_starts_at_the_priors_mode():
+    first = _first_params(HeadstartSampler(priors={"x": hs.Normal(0.3, 0.1)}, seed=0))
+    assert first["x"] == pytest.approx(0.3)
+
+
+def test_a_misspelt_prior_fails_at_the_first_trial_or_at_construction(tmp_path):
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=HeadstartSampler(priors={"xx": hs.Normal(0.3, 0.1)}))
+    with pytest.raises(InvalidSettingError, match=r"\['xx'\] that the objective does not suggest"):
+        study.optimize(_two_param_objective, n_trials=3)
+    assert len(study.trials) == 1
+    url = f"sqlite:///{tmp_path / 'src.db'}"
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    hs.create_study("src", space, storage=url, method="random").add_trials(_source_frame())
+    with pytest.raises(InvalidSettingError, match=r"\['xx'\]"):
+        HeadstartSampler(
+            "scaml", transfer_from=["src"], storage=url, priors={"xx": hs.Normal(0.3, 0.1)}
+        )

@@ -12,8 +12,12 @@ How it fits Optuna (the same contract as Optuna's own ``GPSampler``):
 
 * **Relative sampling** over the intersection of the parameters every completed trial used
   (single-valued distributions dropped). Before any trial completed, the space is the one of the
-  sources (Optuna studies in ``transfer_from``) or ``search_space=``, so a transfer method uses
-  the earlier runs from the first trial on.
+  sources (Optuna studies, or headstart studies, in ``transfer_from``) or ``search_space=``, so a
+  transfer method uses the earlier runs from the first trial on. Sources that give no
+  distributions (DataFrames, CSV files) make the first trial their best row; ``priors=`` make it
+  start at the belief's mode, as the native API does. A name in ``priors=`` that is not a
+  parameter fails when the sampler is built (if the space is known then) or after the first
+  trial.
 * **Parameters outside that space** (conditional ones) go to ``independent_sampler`` (default
   Optuna's ``RandomSampler``), with one warning per parameter.
 * **Running trials are pending points**: their suggestions are kept in the trial's system
@@ -57,24 +61,77 @@ _logger = logging.getLogger(__name__)
 PARAMS_KEY = "headstart:params"  # a running trial's relative suggestion, for other workers
 
 
-def _source_distributions(transfer_from: Any) -> dict[str, BaseDistribution]:
-    """The parameters every trial of the Optuna sources has (empty for other sources)."""
-    items = transfer_from if isinstance(transfer_from, list | tuple) else [transfer_from]
-    studies = []
-    for item in items:
+def _source_items(transfer_from: Any) -> list:
+    if transfer_from is None or (isinstance(transfer_from, str) and transfer_from == "all"):
+        return []
+    return list(transfer_from) if isinstance(transfer_from, list | tuple) else [transfer_from]
+
+
+def _source_distributions(transfer_from: Any, storage: Any) -> dict[str, BaseDistribution]:
+    """The parameters every trial of the sources has, where the sources say their distributions:
+    Optuna studies, and headstart studies named in ``storage`` (empty for other sources)."""
+    from headstart.exceptions import UnknownStudyError
+    from headstart.integrations.optuna_space import distributions_from_space
+
+    parts: list[dict[str, BaseDistribution]] = []
+    for item in _source_items(transfer_from):
         if isinstance(item, OptunaSource):
-            studies.extend(item.studies())
+            studies = item.studies()
         elif is_optuna_study(item):
-            studies.append(item)
-    if not studies:
+            studies = [item]
+        elif isinstance(item, str) and not item.lower().endswith(".csv"):
+            try:
+                record = storage.get_study(item)
+            except UnknownStudyError:
+                continue  # resolve_sources says so, with the names it knows
+            parts.append(distributions_from_space(SearchSpace.from_json(record.space)))
+            continue
+        else:
+            continue
+        for study in studies:
+            parts.append(
+                optuna.search_space.intersection_search_space(
+                    study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                )
+            )
+    if not parts:
         return {}
-    found: dict[str, BaseDistribution] | None = None
-    for study in studies:
-        part = optuna.search_space.intersection_search_space(
-            study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        )
-        found = part if found is None else {k: v for k, v in found.items() if part.get(k) == v}
-    return {k: v for k, v in (found or {}).items() if not v.single()}
+    found = parts[0]
+    for part in parts[1:]:
+        found = {k: v for k, v in found.items() if part.get(k) == v}
+    return {k: v for k, v in found.items() if not v.single()}
+
+
+def _best_source_row(transfer_from: Any, minimize: bool) -> dict[str, Any]:
+    """The best row of the DataFrame and CSV sources (``{column: value}``; ``params_`` prefixes
+    dropped): what the first trial evaluates when the sources give no distributions."""
+    import pandas as pd
+
+    from headstart.sources._tables import is_complete_state
+
+    frames = []
+    for item in _source_items(transfer_from):
+        if isinstance(item, str) and item.lower().endswith(".csv"):
+            item = pd.read_csv(item)
+        if hasattr(item, "columns") and "value" in item.columns:
+            frames.append(item)
+    best: dict[str, Any] = {}
+    best_value = None
+    for frame in frames:
+        rows = frame
+        if "state" in frame.columns:
+            rows = frame[[is_complete_state(s) for s in frame["state"]]]
+        values = pd.to_numeric(rows["value"], errors="coerce")
+        values = values[np.isfinite(values)]
+        if values.empty:
+            continue
+        index = values.idxmin() if minimize else values.idxmax()
+        value = float(values[index])
+        if best_value is None or (value < best_value if minimize else value > best_value):
+            best_value = value
+            row = rows.loc[index]
+            best = {str(c).removeprefix("params_"): row[c] for c in rows.columns}
+    return best
 
 
 class HeadstartSampler(BaseSampler):
@@ -150,6 +207,7 @@ class HeadstartSampler(BaseSampler):
         self._priors = dict(priors or {})
         self._given_space = dict(search_space) if search_space is not None else None
         self._source_space: dict[str, BaseDistribution] | None = None
+        self._first_row: dict[str, Any] | None = None
         self._storage = get_storage(storage)  # memory unless given: the meta-fit cache
         self._independent = independent_sampler or RandomSampler(seed=seed)
         self._warn = warn_independent_sampling
@@ -157,6 +215,10 @@ class HeadstartSampler(BaseSampler):
         self._intersection = IntersectionSearchSpace()
         self._strategies: dict[str, Strategy] = {}
         self._lock = threading.RLock()
+        if self._priors:  # a misspelt name fails here when the space is known already
+            known = self._given_space or self._sources_space()
+            if known:
+                space_from_distributions(known, self._priors)
 
     # --- Optuna's sampler protocol -------------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -172,10 +234,13 @@ class HeadstartSampler(BaseSampler):
             return found
         if self._given_space is not None:
             return self._given_space
-        if self._source_space is None:
-            with self._lock:
-                self._source_space = _source_distributions(self._transfer_from)
-        return dict(self._source_space)
+        return self._sources_space()
+
+    def _sources_space(self) -> dict[str, BaseDistribution]:
+        with self._lock:
+            if self._source_space is None:
+                self._source_space = _source_distributions(self._transfer_from, self._storage)
+            return dict(self._source_space)
 
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -242,7 +307,39 @@ class HeadstartSampler(BaseSampler):
                 param_name,
                 type(self._independent).__name__,
             )
+        first = self._first_trial_value(study, trial, param_name, param_distribution)
+        if first is not None:
+            return first
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    def _first_trial_value(
+        self, study: optuna.Study, trial: FrozenTrial, name: str, distribution: BaseDistribution
+    ) -> Any:
+        """Before any trial completed, the first trial's value of a parameter the model does
+        not cover yet: the best source row's (DataFrame and CSV sources), else the belief's mode
+        (``priors=``), as the native API starts; ``None``: sample it independently."""
+        if trial.number != 0 or distribution.single():
+            return None
+        if study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=True):
+            return None
+        with self._lock:
+            if self._first_row is None:
+                minimize = study.direction != optuna.study.StudyDirection.MAXIMIZE
+                self._first_row = _best_source_row(self._transfer_from, minimize)
+        value = self._first_row.get(name)
+        if value is not None and not (isinstance(value, float) and np.isnan(value)):
+            if hasattr(value, "item"):
+                value = value.item()
+            try:
+                internal = distribution.to_internal_repr(value)
+            except (ValueError, TypeError):
+                internal = None
+            if internal is not None and distribution._contains(internal):
+                return value
+        if name in self._priors:
+            param_space = space_from_distributions({name: distribution}, {name: self._priors[name]})
+            return to_optuna_value(param_space.prior_mode()[name], distribution)
+        return None
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self._independent.before_trial(study, trial)
@@ -255,6 +352,12 @@ class HeadstartSampler(BaseSampler):
         values: Sequence[float] | None,
     ) -> None:
         self._independent.after_trial(study, trial, state, values)
+        unknown = sorted(set(self._priors) - set(trial.params))
+        if unknown and state == TrialState.COMPLETE and trial.params:
+            raise InvalidSettingError(
+                f"priors name parameter(s) {unknown} that the objective does not suggest (trial "
+                f"{trial.number} suggested {sorted(trial.params)}); fix the names in priors=."
+            )
 
     # --- internals -----------------------------------------------------------------------------
     @staticmethod
