@@ -213,13 +213,14 @@ def test_version_1_storage_is_migrated_on_open(tmp_path):
         conn.execute("DROP TABLE model_cache")
         conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")  # added in version 3
         conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")  # added in version 4
+        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")  # added in version 5
         conn.execute("UPDATE headstart_version SET schema_version = 1")
     store = Storage(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT schema_version FROM headstart_version").fetchall() == [
             (SCHEMA_VERSION,)
         ]
-    assert SCHEMA_VERSION == 4 and store.get_study("kept") == record
+    assert SCHEMA_VERSION == 5 and store.get_study("kept") == record
     store.put_cache("k", "x", {"ok": True})
     assert Storage(f"sqlite:///{path}").get_cache("k") == {"ok": True}
 
@@ -231,6 +232,7 @@ def test_version_2_storage_gains_heartbeats_on_open(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")
         conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")
+        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")
         conn.execute("UPDATE headstart_version SET schema_version = 2")
     store = Storage(f"sqlite:///{path}")
     (trial,) = store.get_trials(record.study_id)
@@ -316,6 +318,7 @@ def test_version_3_storage_gains_study_attributes_on_open(tmp_path):
     record = new_study(Storage(f"sqlite:///{path}"), "kept")
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")
+        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")
         conn.execute("UPDATE headstart_version SET schema_version = 3")
     store = Storage(f"sqlite:///{path}")
     assert store.get_study("kept").user_attrs == {}
@@ -335,3 +338,18 @@ def test_user_attributes_are_json_and_refused_otherwise():
     with pytest.raises(UnknownTrialError):
         store.set_user_attr("k", 1, trial_id=10**6)
     assert store.get_trial(trial.trial_id).user_attrs == {"k": [1, {"a": 2}]}
+
+
+def test_version_4_storage_gains_space_history_on_open(tmp_path):
+    path = tmp_path / "v4.db"
+    new_study(Storage(f"sqlite:///{path}"), "kept")
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")
+        conn.execute("UPDATE headstart_version SET schema_version = 4")
+    store = Storage(f"sqlite:///{path}")
+    record = store.get_study("kept")
+    assert record.space_history == []
+    wider = {**record.space, "widened": True}
+    store.widen_study_space(record.study_id, wider)
+    again = Storage(f"sqlite:///{path}").get_study("kept")
+    assert again.space == wider and [h["space"] for h in again.space_history] == [record.space]

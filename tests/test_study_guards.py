@@ -147,3 +147,86 @@ def test_add_trials_refuses_unknown_or_ambiguous_columns_and_stores_nothing(extr
     with pytest.raises(hs.InvalidParamsError, match=match):
         study.add_trials(frame)
     assert study.trials == []
+
+
+# --- widening a resumed study's space (issue 27) --------------------------------------------------
+NARROW = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "c": hs.Categorical(["a", "b", "y"])})
+WIDE = hs.SearchSpace({"x": hs.Float(-1.0, 2.0), "c": hs.Categorical(["a", "b", "y", "z"])})
+
+
+def test_load_if_exists_widens_the_space_and_keeps_the_old_one(tmp_path):
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    study = hs.create_study("w", NARROW, storage=url, method="random", seed=0)
+    study.optimize(lambda p: p["x"], 3, show_progress=False)
+    with pytest.raises(hs.DuplicatedStudyError, match="load_if_exists=True"):
+        hs.create_study("w", WIDE, storage=url, method="random", seed=0)  # a script run again
+    wide = hs.create_study("w", WIDE, storage=url, method="random", seed=0, load_if_exists=True)
+    assert wide.space == WIDE and hs.load_study("w", url).space == WIDE
+    assert len(wide.trials) == 3 and [h["space"] for h in wide.space_history] == [NARROW]
+    wide.optimize(lambda p: p["x"], 20, show_progress=False)
+    assert (
+        min(t.params["x"] for t in wide.trials) < 0 or max(t.params["x"] for t in wide.trials) > 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("space", "why"),
+    [
+        (hs.SearchSpace({"x": hs.Float(0.2, 1.0), "c": NARROW["c"]}), "narrows"),
+        (
+            hs.SearchSpace({"x": hs.Float(0.0, 1.0), "c": hs.Categorical(["a", "b"])}),
+            "loses choice",
+        ),
+        (hs.SearchSpace({"x": hs.Int(0, 1), "c": NARROW["c"]}), "changes type"),
+        (hs.SearchSpace({"x": hs.Float(0.0, 1.0)}), "the parameters change"),
+    ],
+)
+def test_an_incompatible_space_is_refused_even_with_load_if_exists(tmp_path, space, why):
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    hs.create_study("w", NARROW, storage=url, method="random")
+    with pytest.raises(hs.DuplicatedStudyError, match=why):
+        hs.create_study("w", space, storage=url, method="random", load_if_exists=True)
+    assert hs.load_study("w", url).space == NARROW and hs.load_study("w", url).space_history == []
+
+
+def test_a_transfer_study_cannot_widen_its_space():
+    store = hs.storage.get_storage(None)
+    source = hs.create_study("src", NARROW, storage=store, method="random")
+    source.optimize(lambda p: p["x"], 6, show_progress=False)
+    hs.create_study("t", NARROW, storage=store, method="scaml", transfer_from=["src"])
+    with pytest.raises(hs.DuplicatedStudyError, match="frozen in the stored space"):
+        hs.create_study(
+            "t", WIDE, storage=store, method="scaml", transfer_from=["src"], load_if_exists=True
+        )
+
+
+def _widen(url: str, name: str, barrier) -> None:
+    barrier.wait(timeout=120)
+    study = hs.create_study(name, WIDE, storage=url, method="random", load_if_exists=True)
+    study.tell(study.ask(), 1.0)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
+)
+def test_processes_widening_at_once_store_one_change(tmp_path, backend):
+    import multiprocessing as mp
+    import os
+    import uuid
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    if backend == "postgresql":
+        url = os.environ.get("HEADSTART_TEST_POSTGRES_URL") or pytest.skip("no PostgreSQL")
+    name = f"widen-{uuid.uuid4().hex[:8]}"
+    hs.create_study(name, NARROW, storage=url, method="random").storage.close()
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_widen, args=(url, name, barrier)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0] * 4
+    study = hs.load_study(name, url)
+    assert study.space == WIDE and len(study.space_history) == 1 and len(study.trials) == 4
+    hs.delete_study(name, url)

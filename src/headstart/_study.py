@@ -109,6 +109,17 @@ class Study:
         return self._storage
 
     @property
+    def space_history(self) -> list[dict[str, Any]]:
+        """The study's earlier search spaces, oldest first (``{"space": SearchSpace,
+        "replaced_at": ISO time}``): each one a later ``create_study(..., load_if_exists=True)``
+        widened."""
+        record = self._storage.get_study_by_id(self._id)
+        return [
+            {"space": SearchSpace.from_json(h["space"]), "replaced_at": h["replaced_at"]}
+            for h in record.space_history
+        ]
+
+    @property
     def settings(self) -> dict[str, Any]:
         """The study's configuration as stored (:meth:`StudyConfig.to_json`)."""
         return self.config.to_json()

@@ -623,3 +623,38 @@ def describe_difference(
         if n in pa and pa[n] != pb[n]
     ]
     return "; ".join(diffs) or "the parameters are in another order"
+
+
+def widening_problem(old: SearchSpace, new: SearchSpace) -> str | None:
+    """``None`` when ``new`` only widens ``old``, else why not.
+
+    A widening keeps every parameter, in order, with its type and log scaling, and only moves
+    numeric bounds outward or adds categorical choices (priors and weights may change): every
+    configuration of ``old`` is then one of ``new``, so a study's trials stay valid.
+
+    Example:
+        >>> old = SearchSpace({"x": Float(0.0, 1.0), "c": Categorical(["a", "b"])})
+        >>> widening_problem(old, SearchSpace({"x": Float(-1.0, 2.0), "c": Categorical(["a", "b", "z"])}))
+        >>> widening_problem(old, SearchSpace({"x": Float(0.5, 1.0), "c": Categorical(["a", "b"])}))
+        "parameter 'x' narrows [0.0, 1.0] to [0.5, 1.0]"
+    """
+    if list(old) != list(new):
+        return f"the parameters change from {list(old)} to {list(new)}"
+    for name in old:
+        a, b = old[name], new[name]
+        if type(a) is not type(b):
+            return f"parameter {name!r} changes type ({type(a).__name__} to {type(b).__name__})"
+        if isinstance(a, Fixed) and a.value != b.value:
+            return f"parameter {name!r} changes its fixed value ({a.value!r} to {b.value!r})"
+        if isinstance(a, Categorical):
+            lost = [c for c in a.choices if c not in b.choices]
+            if lost:
+                return f"parameter {name!r} loses choice(s) {lost}"
+        if isinstance(a, Float | Int):
+            if a.log != b.log:
+                return f"parameter {name!r} changes log={a.log} to log={b.log}"
+            if b.low > a.low or b.high < a.high:
+                return (
+                    f"parameter {name!r} narrows [{a.low!r}, {a.high!r}] to [{b.low!r}, {b.high!r}]"
+                )
+    return None

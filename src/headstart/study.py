@@ -36,7 +36,7 @@ from headstart.exceptions import (
 )
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
 from headstart.sources import resolve_prior_model, resolve_sources
-from headstart.space import SearchSpace, describe_difference
+from headstart.space import SearchSpace, describe_difference, widening_problem
 from headstart.storage import DEFAULT_STORAGE_URL, get_storage
 from headstart.storage.meta_data import save_meta_data
 
@@ -47,18 +47,36 @@ MAX_NAME_LENGTH = 512  # the studies.name column (storage/schema.py)
 
 
 def _check_resumable(
-    record, store: Storage, space: SearchSpace, direction: str, method: str
-) -> None:
-    """Raise :class:`DuplicatedStudyError` unless ``create_study`` may resume ``record``."""
+    record, store: Storage, space: SearchSpace, direction: str, method: str, widen: bool = False
+) -> bool:
+    """Raise :class:`DuplicatedStudyError` unless ``create_study`` may resume ``record``.
+
+    Returns whether ``space`` widens the stored space (allowed with ``widen``, i.e.
+    ``load_if_exists=True``: bounds moved outward, choices added; :func:`widening_problem`).
+    """
     name = record.name
     old_space = SearchSpace.from_json(record.space)
+    widens = False
     if old_space != space:
-        raise DuplicatedStudyError(
-            f"Study {name!r} already exists in {store.url} with a different search space: "
-            f"{describe_difference(old_space, space, 'the stored study', 'this call')}. Choose "
-            "another name, or delete "
-            f"the old study (headstart studies delete {name})."
-        )
+        difference = describe_difference(old_space, space, "the stored study", "this call")
+        problem = widening_problem(old_space, space)
+        if problem is None and record.settings.get("transfer"):
+            problem = "its sources' meta-data were frozen in the stored space's encoding"
+        if problem is None and widen:
+            widens = True
+        elif problem is None:
+            raise DuplicatedStudyError(
+                f"Study {name!r} already exists in {store.url} with a narrower search space: "
+                f"{difference}. To widen the stored space (every trial stays valid), resume it "
+                "with load_if_exists=True; or choose another name."
+            )
+        else:
+            raise DuplicatedStudyError(
+                f"Study {name!r} already exists in {store.url} with a different search space: "
+                f"{difference}. A resumed study may only widen its space (move bounds outward, "
+                f"add choices), and here {problem}. Choose another name, or delete the old "
+                f"study (headstart studies delete {name})."
+            )
     if record.direction != direction:
         raise DuplicatedStudyError(
             f"Study {name!r} already exists with direction={record.direction!r}; you asked for "
@@ -70,6 +88,7 @@ def _check_resumable(
             f"Study {name!r} already exists with method={stored!r}; you asked for {method!r}. "
             f"Resume it with method={stored!r} (or load_study), or choose another name."
         )
+    return widens
 
 
 def create_study(
@@ -167,7 +186,11 @@ def create_study(
         load_if_exists: What to do when a study of this name exists. ``None`` (default):
             resume it if its space, direction and settings are the ones given (a script run
             again), else raise. ``True`` (Optuna's): resume it with its *stored* settings; the
-            settings given that differ are named in a warning and not stored. ``False``: raise.
+            settings given that differ are named in a warning and not stored. ``True`` also
+            lets ``space`` *widen* the stored space (numeric bounds moved outward, choices
+            added; same parameters, types and log scaling; not for a study with transfer
+            sources): the new space is stored and the old one kept in
+            ``study.space_history``. ``False``: raise.
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space, direction,
@@ -223,7 +246,7 @@ def create_study(
                 f"Study {name!r} already exists in {store.url}. Open it with load_study({name!r}) "
                 "(or load_if_exists=True), or choose another name."
             )
-        _check_resumable(existing, store, space, direction, method)
+        _check_resumable(existing, store, space, direction, method, widen=load_if_exists is True)
     if spec.sources == "any-space":
         # the prior depends on the sources' data, not on the study's seed: one pre-training
         # serves every seed (resolve_prior_model's fixed pre-training seed)
@@ -243,7 +266,8 @@ def create_study(
         if load_if_exists is False:
             raise
         record = store.get_study(name)
-        _check_resumable(record, store, space, direction, method)
+        if _check_resumable(record, store, space, direction, method, widen=load_if_exists is True):
+            record = store.widen_study_space(record.study_id, space.to_json())
         if seed is None:  # resuming without an explicit seed keeps the stored one
             settings["seed"] = record.settings.get("seed", drawn_seed)
         _check_settings(record, settings, keep_stored=bool(load_if_exists))

@@ -32,6 +32,8 @@ class StudyRecord:
     settings: dict[str, Any]
     created_at: datetime
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    space_history: list[dict[str, Any]] = field(default_factory=list)
+    """Earlier search spaces, oldest first: ``{"space": ..., "replaced_at": ISO time}``."""
 
 
 @dataclass(frozen=True)

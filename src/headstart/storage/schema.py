@@ -34,7 +34,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -54,6 +54,9 @@ studies_table = Table(
     Column("settings_json", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("user_attrs_json", Text, nullable=True),  # added in version 4 (NULL: none)
+    # added in version 5: the study's earlier search spaces, oldest first, each with the time it
+    # was replaced (widened by create_study(..., load_if_exists=True)); NULL: never changed
+    Column("space_history_json", Text, nullable=True),
 )
 
 trials_table = Table(
@@ -101,10 +104,15 @@ def _add_study_user_attrs(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE studies ADD COLUMN user_attrs_json TEXT")
 
 
+def _add_space_history(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE studies ADD COLUMN space_history_json TEXT")
+
+
 #: ``MIGRATIONS[v]`` upgrades a version-``v`` storage to version ``v + 1`` inside the open
 #: transaction (DDL is transactional on SQLite and PostgreSQL, so a failed step leaves no trace).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_model_cache,
     2: _add_heartbeat,
     3: _add_study_user_attrs,
+    4: _add_space_history,
 }

@@ -403,6 +403,7 @@ class Storage:
             settings=json.loads(row.settings_json),
             created_at=_time(row.created_at),
             user_attrs=json.loads(getattr(row, "user_attrs_json", None) or "{}"),
+            space_history=json.loads(getattr(row, "space_history_json", None) or "[]"),
         )
 
     @staticmethod
@@ -471,6 +472,32 @@ class Storage:
             return self._study(row)
 
         return self._read(get)
+
+    def widen_study_space(self, study_id: int, space: dict[str, Any]) -> StudyRecord:
+        """Replace a study's search space by ``space`` (the caller checked that it only widens
+        the stored one), keeping the old one in ``space_history``; one transaction. A study
+        already at ``space`` (another process widened it just now) is left as it is."""
+        s = studies_table.c
+
+        def widen(conn: Connection) -> None:
+            query = select(s.space_json, s.space_history_json).where(s.study_id == study_id)
+            if conn.dialect.name != "sqlite":
+                query = query.with_for_update()
+            row = conn.execute(query).first()
+            if row is None:
+                raise UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
+            if json.loads(row.space_json) == space:
+                return
+            history = json.loads(row.space_history_json or "[]")
+            history.append({"space": json.loads(row.space_json), "replaced_at": _now()})
+            conn.execute(
+                studies_table.update()
+                .where(s.study_id == study_id)
+                .values(space_json=_dumps(space), space_history_json=_dumps(history))
+            )
+
+        self._write(widen)
+        return self.get_study_by_id(study_id)
 
     def get_study_by_id(self, study_id: int) -> StudyRecord:
         missing = UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
