@@ -385,3 +385,16 @@ def test_early_regret_summary_reports_trials_and_ratios():
     text = early_regret_summary(pd.DataFrame(rows), "target", ("base",), trials=(1, 5))
     assert "| t | **target** | 2 | 1 | 0.2 | 0.0833 |" in text
     assert "| t | base | 0.5 | 0.5 | 0.5 |" in text
+
+
+def test_report_time_script_smoke(tmp_path):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "report_time.py"
+    spec = importlib.util.spec_from_file_location("report_time", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "rt"
+    module.main(["--trials", "6", "--repeats", "1", "--studies", "gp", "--conditions", "idle",
+                 "--out", str(out)])  # fmt: skip
+    assert "| gp | idle |" in out.with_suffix(".md").read_text()

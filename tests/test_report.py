@@ -152,3 +152,29 @@ def test_contour_colours_the_objective_in_its_own_units():
     fig = plots.plot_contour(study, "x", "y")
     low, high = fig.axes[1].get_ylim()  # the colour bar: f spans [0.04, 0.37] on the plot
     assert 0.0 <= low <= 0.06 and 0.3 <= high <= 0.42, (low, high)
+
+
+def test_convergence_keeps_the_axis_on_the_bulk_and_counts_outliers():
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study("c", space, storage=None, method="random", seed=0)
+    for i in range(30):
+        trial = study.ask()
+        study.tell(trial, 1e6 if i in (4, 17) else 0.1 + trial.params["x"])  # two diverged runs
+    fig = plots.plot_convergence(study)
+    low, high = fig.axes[0].get_ylim()
+    assert high < 3.0 and low > 0.0
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "2 beyond the axis" in legend
+    assert plots.plot_convergence(study, clip=False).axes[0].get_ylim()[1] > 1e5
+    assert plots.plot_convergence(study, log=True).axes[0].get_yscale() == "log"
+
+
+def test_report_tables_round_numbers_and_name_their_columns(tmp_path):
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study("r", space, storage=None, method="random", seed=0)
+    study.optimize(lambda p: p["x"] / 3, 5, show_progress=False)
+    text = write_report(study, tmp_path / "r.html").read_text()
+    assert "<th></th>" not in text and "<th>parameter</th><th>value</th>" in text
+    best = study.best_trial.params["x"]
+    assert f"<td>{best:.6g}</td>" in text and f"<td>{best!r}</td>" not in text
+    assert "white-space: pre-wrap" in text and "\n &quot;method&quot;" in text  # one per line

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from headstart._config import StudyConfig
+from headstart._engine.threads import limit_threads
 from headstart._meta import ranked_configurations
 from headstart._methods import BuildContext
 from headstart.exceptions import InvalidSettingError
@@ -251,9 +252,12 @@ class Strategy:
     def conditioned_surrogate(self, completed: Sequence[Mapping], values: Sequence[float]):
         """The surrogate conditioned on ``completed`` / ``values`` (maximize convention)."""
         engine = self.engine
-        engine.surrogate.condition(
-            self._encode(completed), np.asarray(values, dtype=np.float64), np.random.default_rng(0)
-        )
+        with limit_threads():  # as the engine's own fits: one thread for small matrices
+            engine.surrogate.condition(
+                self._encode(completed),
+                np.asarray(values, dtype=np.float64),
+                np.random.default_rng(0),
+            )
         return engine.surrogate
 
     def criteria(self, completed: Sequence[Mapping], values: Sequence[float]):

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from headstart._config import StudyConfig
+from headstart._engine.threads import limit_threads
 from headstart._strategy import Strategy
 from headstart.exceptions import NoCompletedTrialsError
 from headstart.space import SearchSpace
@@ -42,16 +43,22 @@ def fit_mean(space: SearchSpace, configs: Sequence[Mapping[str, Any]], values: S
     values = np.asarray(values, dtype=np.float64)
     strategy = Strategy(space, StudyConfig(method="gp", seed=0))
     surrogate = strategy.engine.surrogate
-    posterior, y_model = surrogate.condition(
-        space.encode(list(configs)), values, np.random.default_rng(0)
-    )
+    with limit_threads():  # small matrices: more threads only wait on each other
+        posterior, y_model = surrogate.condition(
+            space.encode(list(configs)), values, np.random.default_rng(0)
+        )
     spread = float(np.ptp(y_model)) if len(y_model) else 0.0
     if spread == 0.0:  # one value (or all equal): the mean is that value everywhere
         level = float(values.mean()) if len(values) else 0.0
         return lambda U: np.full(len(U), level)
     scale = float(np.ptp(values)) / spread  # y_model = (values - shift) / scale, exactly affine
     shift = float(values[0] - scale * y_model[0])
-    return lambda U: shift + scale * posterior.posterior(U)[0]
+
+    def mean(U: np.ndarray) -> np.ndarray:
+        with limit_threads():
+            return shift + scale * posterior.posterior(U)[0]
+
+    return mean
 
 
 def sobol_total_effects(

@@ -29,11 +29,28 @@ def _save(fig: Any, path: str | Path | None) -> Any:
     return fig
 
 
-def plot_convergence(study: Any, path: str | Path | None = None, *, optimum: float | None = None):
+def plot_convergence(
+    study: Any,
+    path: str | Path | None = None,
+    *,
+    optimum: float | None = None,
+    log: bool | str = False,
+    clip: bool = True,
+):
     """Every completed value and the best value so far, per trial (a ``Figure``).
 
-    With a known ``optimum`` the y axis shows the simple regret ``best - optimum`` on a log scale.
+    Args:
+        study: The study.
+        path: Where to save the PNG (optional).
+        optimum: A known optimum: the y axis then shows the simple regret ``best - optimum`` on
+            a log scale.
+        log: A log y axis (symmetric-log when a value is <= 0); ``"auto"``: when the values are
+            positive and span more than two decades.
+        clip: Keep the y axis on the bulk of the values: the best-so-far curve and the values
+            within 1.5 inter-decile ranges of the 10-90% deciles; values beyond (a diverged
+            run) are drawn at the edge as triangles and counted in the legend.
     """
+    import numpy as np
     from matplotlib.figure import Figure
 
     trials = [t for t in study.trials if t.state == "complete"]
@@ -65,8 +82,39 @@ def plot_convergence(study: Any, path: str | Path | None = None, *, optimum: flo
         ax.set_yscale("log")
         ax.set_ylabel("simple regret (value - known minimum)")
     else:
-        ax.scatter(numbers, values, s=14, alpha=0.5, label="trial value")
+        shown, limits = np.asarray(values, dtype=float), None
+        if clip and len(values) >= 5:
+            q10, q90 = np.quantile(shown, [0.1, 0.9])
+            spread = (q90 - q10) or abs(q90) or 1.0
+            limits = (  # the fences, but no wider than the values; the best curve always in
+                min(max(q10 - 1.5 * spread, shown.min()), min(best)),
+                max(min(q90 + 1.5 * spread, shown.max()), max(best)),
+            )
+        inside = np.ones(len(shown), dtype=bool)
+        if limits is not None:
+            inside = (shown >= limits[0]) & (shown <= limits[1])
+        ax.scatter(np.asarray(numbers)[inside], shown[inside], s=14, alpha=0.5, label="trial value")
+        if not inside.all():
+            above = shown > limits[1]
+            edge = np.where(above, limits[1], limits[0])[~inside]
+            marks = np.where(above[~inside], "^", "v")
+            for m in ("^", "v"):
+                sel = marks == m
+                if sel.any():
+                    ax.scatter(
+                        np.asarray(numbers)[~inside][sel], edge[sel], marker=m, s=24,
+                        color="#c44e52",
+                        label=f"{int(sel.sum())} beyond the axis",
+                    )  # fmt: skip
         ax.step(numbers, best, where="post", lw=2, label="best so far")
+        if log == "auto":
+            log = bool(len(values)) and min(values) > 0 and max(values) / min(values) > 100
+        if log:
+            ax.set_yscale("log" if min(values) > 0 else "symlog")
+        if limits is not None:
+            pad = 0.03 * (limits[1] - limits[0])
+            low = limits[0] - pad if not (log and min(values) > 0) else limits[0] / 1.1
+            ax.set_ylim(low, limits[1] + pad)
         ax.set_ylabel("objective value")
     n_initial = getattr(study, "n_initial", None)
     if n_initial:

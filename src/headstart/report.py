@@ -33,6 +33,7 @@ h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 table { border-collapse: collapse; } td, th { padding: 0.25em 0.8em; border: 1px solid #ddd; }
 th { background: #f4f4f4; text-align: left; } img { max-width: 100%; }
 .note { color: #666; font-size: 0.9em; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 """
 _SCRIPT = """
 document.body.dataset.errors = "0";
@@ -61,11 +62,16 @@ def _figure(title: str, fig: Any, note: str = "") -> str:
     )
 
 
+def _cell(value: Any) -> str:
+    """A table cell's text: floats to 6 significant digits, everything escaped."""
+    if isinstance(value, float):
+        value = f"{value:.6g}"
+    return html.escape(str(value))
+
+
 def _table(rows: list[tuple[str, Any]], head: tuple[str, str]) -> str:
-    cells = "".join(
-        f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows
-    )
-    return f"<table><tr><th>{head[0]}</th><th>{head[1]}</th></tr>{cells}</table>"
+    cells = "".join(f"<tr><td>{_cell(k)}</td><td>{_cell(v)}</td></tr>" for k, v in rows)
+    return f"<table><tr><th>{_cell(head[0])}</th><th>{_cell(head[1])}</th></tr>{cells}</table>"
 
 
 def _sections(study: Any) -> list[str]:
@@ -89,11 +95,11 @@ def _sections(study: Any) -> list[str]:
     out.append("<h2>Best configuration</h2>")
     out.append(
         _table(
-            [("trial", best.number), ("value", f"{best.value:.6g}"), *best.params.items()],
-            ("", ""),
+            [("trial", best.number), ("value", best.value), *best.params.items()],
+            ("parameter", "value"),
         )
     )
-    out.append(_figure("Convergence", plots.plot_convergence(study)))
+    out.append(_figure("Convergence", plots.plot_convergence(study, log="auto")))
     free = [c.name for c in study.space.columns]
     shares = parameter_importance(study) if len(done) >= 3 and free else None
     if shares is not None:
@@ -133,7 +139,7 @@ def write_report(study: Any, path: str | Path) -> Path:
     """Write ``study``'s self-contained HTML report to ``path`` and return the path."""
     body = "\n".join(_sections(study))
     title = html.escape(f"headstart report: {study.name}")
-    settings = html.escape(json.dumps(study.settings, default=str))
+    settings = html.escape(json.dumps(study.settings, default=str, indent=1))
     text = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
         f"<style>{_STYLE}</style></head><body><h1>{title}</h1>{body}"
