@@ -135,7 +135,8 @@ def test_optuna_trials_dataframe_is_a_source_and_an_import_as_it_is():
     study = hs.create_study("t", space, storage=None, method="scaml", transfer_from=[frame])
     assert study.settings["transfer"]["n_points"] == [12]  # the RUNNING row is skipped
     plain = hs.create_study("p", space, storage=None)
-    assert len(plain.add_trials(frame)) == 12
+    with pytest.warns(hs.HeadstartWarning, match="skipped 1 running row of 13"):
+        assert len(plain.add_trials(frame)) == 12
 
 
 def test_an_optuna_study_object_and_its_mismatch_errors():

@@ -148,3 +148,46 @@ def test_every_method_gives_a_report(method, sources_storage, tmp_path):
     html = write_report(study, tmp_path / "report.html").read_text()
     assert ("Transfer" in html) == spec.uses_sources and "unavailable" not in html
     hs.delete_study(study.name, sources_storage)
+
+
+# --- sources mean "use them"; and a check that tells when they mislead (issue 27) -----------------
+def _frame_of(fn, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    x, y = rng.random(n), rng.random(n)
+    return pd.DataFrame({"x": x, "y": y, "value": fn(x, y)})
+
+
+def _bowl(x, y):
+    return (x - 0.8) ** 2 + (y - 0.8) ** 2
+
+
+def test_sources_without_a_method_use_the_transfer_default():
+    study = hs.create_study("d", _space(), storage=None, transfer_from=_frame_of(_bowl))
+    assert study.config.method == "scaml"
+    assert hs.create_study("g", _space(), storage=None).config.method == "gp"
+    with pytest.raises(hs.InvalidSettingError, match="ignores earlier tasks"):
+        hs.create_study("e", _space(), storage=None, method="gp", transfer_from=_frame_of(_bowl))
+
+
+def test_misleading_sources_are_named_in_a_warning_and_the_summary():
+    """Sources whose optimum is the task's worst region: the transfer model predicts the study's
+    later trials worse than no sources, and optimize() says so."""
+    inverted = _frame_of(lambda x, y: -3.0 * _bowl(x, y))
+    study = hs.create_study("bad", _space(), storage=None, transfer_from=inverted, seed=0)
+    with pytest.warns(hs.HeadstartWarning, match="sources seem to mislead"):
+        study.optimize(lambda p: _bowl(p["x"], p["y"]), 16, show_progress=False)
+    check = study.transfer_check()
+    assert check["hurting"] and check["with_sources"] < check["without_sources"]
+    assert "the sources mislead this study" in study.transfer_report().summary()
+
+
+def test_helpful_sources_pass_the_check_quietly():
+    import warnings
+
+    close = _frame_of(lambda x, y: _bowl(x, y) + 0.05)
+    study = hs.create_study("good", _space(), storage=None, transfer_from=close, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hs.HeadstartWarning)
+        study.optimize(lambda p: _bowl(p["x"], p["y"]), 16, show_progress=False)
+    assert not study.transfer_check()["hurting"]
+    assert "Held-out check" in study.transfer_report().summary()

@@ -154,6 +154,21 @@ def transfer_method_names() -> tuple[str, ...]:
     return tuple(n for n, s in _REGISTRY.items() if s.uses_sources)
 
 
+DEFAULT_TRANSFER_METHOD = "scaml"
+
+
+def default_method(transfer_from: Any, prior_model: Any) -> str:
+    """The method when none is given: ``"mphd"`` with a ``prior_model``, the transfer default
+    (ScaML-GP) with sources, else GP-BO. A user who passes sources means "use them"."""
+    if prior_model is not None:
+        return "mphd"
+    if transfer_from is not None and not (
+        isinstance(transfer_from, list | tuple) and not transfer_from
+    ):
+        return DEFAULT_TRANSFER_METHOD
+    return "gp"
+
+
 def check_source_arguments(method: Any, transfer_from: Any, prior_model: Any) -> MethodSpec:
     """The spec of ``method`` once ``transfer_from`` / ``prior_model`` are known to suit it.
 

@@ -78,6 +78,7 @@ class Study:
             )
         self._heartbeats: dict[int, Heartbeat] = {}
         self._stop_requested = False
+        self._check_transfer = True  # optimize() warns once when the sources mislead
         self._trial_cache = TrialCache(storage, self._id)
         transfer = self.config.transfer
         if self.config.prior_density and prior_density is None:
@@ -360,6 +361,7 @@ class Study:
                 worker=optimize_worker,
                 prefit=self._strategy.prefit,
             )
+            self._warn_if_transfer_hurts()
             return self
         from headstart._progress import TrialProgress
 
@@ -376,7 +378,27 @@ class Study:
                     callback(self, trial)
                 progress.advance(trial.value, trial.user_attrs.get("seconds_suggest"))
         self._stop_requested = False
+        self._warn_if_transfer_hurts()
         return self
+
+    def _warn_if_transfer_hurts(self) -> None:
+        """After ``optimize``: warn (once per Study object) when the sources predict the
+        study's own later trials worse than no sources (:meth:`transfer_check`)."""
+        if not self._check_transfer:
+            return
+        check = self.transfer_check()
+        if check is not None and check["hurting"]:
+            self._check_transfer = False
+            warnings.warn(
+                f"The sources seem to mislead study {self.name!r}: predicting its trials "
+                f"{check['n_fit'] + 1}-{check['n_fit'] + check['n_held_out']} from the first "
+                f"{check['n_fit']}, the transfer model scores {check['with_sources']:.2f} nats "
+                f"per trial and the same model without sources {check['without_sources']:.2f}. "
+                "Consider method='gp' (or fewer, closer sources); study.transfer_report() "
+                "shows the weights.",
+                HeadstartWarning,
+                stacklevel=3,
+            )
 
     def stop(self) -> None:
         """End the running :meth:`optimize` after the current trial (call it from a callback).
@@ -651,6 +673,7 @@ class Study:
             [r.params for r in done], [self._to_max(r.value) for r in done]
         )
         diagnostics = surrogate.diagnostics()
+        base["check"] = self.transfer_check()
         if "weights" not in diagnostics:  # a prior on the GP's hyperparameters (MPHD)
             return TransferReport(**base, weights={}, **self._prior_report(diagnostics))
         return TransferReport(
@@ -663,6 +686,22 @@ class Study:
             source_fit=diagnostics.get("source_rmse"),
             head=diagnostics.get("head"),
         )
+
+    def transfer_check(self) -> dict[str, Any] | None:
+        """Are the sources helping? The transfer model against the same study without sources,
+        each conditioned on the first half of the completed trials, scoring the second half by
+        predictive log-likelihood (:mod:`headstart._transfer_check`); ``None`` for studies
+        without sources, a warm start, or fewer than 8 completed trials."""
+        from headstart._transfer_check import transfer_check
+
+        spec = self.config.spec
+        if not spec.uses_sources or spec.warm_start:
+            return None
+        done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
+        X = self.space.encode([r.params for r in done])
+        y = np.array([self._to_max(r.value) for r in done], dtype=np.float64)
+        strategy = self._strategy
+        return transfer_check(self.space, self.config, strategy.meta_tasks, self._storage, X, y)
 
     def _prior_report(self, diagnostics: dict[str, Any]) -> dict[str, Any]:
         """``prior`` and ``trained_on`` of an MPHD study's :class:`TransferReport`."""
@@ -722,7 +761,9 @@ def optimize_worker(
 ) -> int:
     """One worker process of ``optimize(n_workers=k)``: load the study, run its share."""
     store = get_storage(url)
-    Study(store, store.get_study(name).study_id).optimize(
+    study = Study(store, store.get_study(name).study_id)
+    study._check_transfer = False  # the parent checks once the workers are done
+    study.optimize(
         func, n_trials, timeout=timeout, callbacks=callbacks, catch=catch, show_progress=False
     )
     return n_trials

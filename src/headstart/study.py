@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from headstart._config import DIRECTIONS, StudyConfig
-from headstart._methods import check_source_arguments
+from headstart._methods import check_source_arguments, default_method
 from headstart._study import Study
 from headstart._trial import Trial, check_value
 from headstart.exceptions import (
@@ -97,7 +97,7 @@ def create_study(
     *,
     direction: str = "minimize",
     storage: str | Storage | None = DEFAULT_STORAGE_URL,
-    method: str = "gp",
+    method: str | None = None,
     seed: int | None = None,
     n_initial: int | None = None,
     budget: int | None = None,
@@ -131,6 +131,8 @@ def create_study(
             ``transfer_from``: ``"scaml"`` (ScaML-GP, Tighineanu et al. 2024), ``"rgpe"``,
             ``"stackgp"`` or ``"mtgp"`` (baselines); or ``"mphd"``: a GP whose hyperparameter
             priors were pre-trained on earlier studies of *any* search space (Fan et al. 2024).
+            Default: ``"scaml"`` when ``transfer_from`` is given, ``"mphd"`` with
+            ``prior_model``, else ``"gp"``.
         seed: Seed of every suggestion (drawn at random and stored when ``None``).
         n_initial: Size of the Sobol initial design (default ``min(2d + 1, 10, budget / 5)``).
         budget: Planned number of trials (sets the default ``n_initial``).
@@ -211,6 +213,8 @@ def create_study(
             f"Study names hold at most {MAX_NAME_LENGTH} characters (the storage's column); "
             f"this one has {len(name)}. Choose a shorter name."
         )
+    if method is None:
+        method = default_method(transfer_from, prior_model)
     drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else seed
     config = StudyConfig(
         method=method,

@@ -46,6 +46,9 @@ class TransferReport:
             ``weights`` is then empty.
         trained_on: MPHD: the search spaces (studies) the prior was pre-trained on.
         warm_start: Warm start: the sources' best configurations, evaluated first.
+        check: Whether the sources help, from the study's own trials
+            (:meth:`headstart.study.Study.transfer_check`): ``with_sources`` and
+            ``without_sources`` log-likelihoods per held-out trial, ``hurting``.
     """
 
     study: str
@@ -62,9 +65,25 @@ class TransferReport:
     prior: dict[str, dict] | None = None
     trained_on: list[str] | None = None
     warm_start: list[dict] | None = None
+    check: dict | None = None
 
     def summary(self) -> str:
-        """What the sources are worth so far, in words (the weights' shares and uncertainty)."""
+        """What the sources are worth so far, in words (the weights' shares and uncertainty),
+        and whether they help predict the study's own later trials."""
+        text = self._model_summary()
+        c = self.check
+        if c is not None:
+            text += (
+                f" Held-out check (trials {c['n_fit'] + 1}-{c['n_fit'] + c['n_held_out']} "
+                f"predicted from the first {c['n_fit']}): log-likelihood per trial "
+                f"{c['with_sources']:.2f} with the sources, {c['without_sources']:.2f} without"
+            )
+            text += (
+                ": the sources mislead this study; consider method='gp'." if c["hurting"] else "."
+            )
+        return text
+
+    def _model_summary(self) -> str:
         if self.warm_start is not None:
             return (
                 f"Warm start: the design begins with the sources' {len(self.warm_start)} best "
@@ -178,6 +197,7 @@ class TransferReport:
             "prior": self.prior,
             "trained_on": self.trained_on,
             "warm_start": self.warm_start,
+            "check": self.check,
             "summary": self.summary(),
         }
 

@@ -47,7 +47,7 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.trial import FrozenTrial, TrialState
 
 from headstart._config import StudyConfig
-from headstart._methods import check_source_arguments
+from headstart._methods import check_source_arguments, default_method
 from headstart._strategy import Strategy
 from headstart.exceptions import InvalidSettingError
 from headstart.integrations.optuna_space import space_from_distributions, to_optuna_value
@@ -138,9 +138,10 @@ class HeadstartSampler(BaseSampler):
     r"""An Optuna sampler that suggests with any headstart method.
 
     Args:
-        method: ``"gp"`` (default), a transfer method (``"scaml"``, ``"rgpe"``, ``"abrac"``,
+        method: ``"gp"``, a transfer method (``"scaml"``, ``"rgpe"``, ``"abrac"``,
             ``"warmstart"``, ...) with ``transfer_from``, ``"mphd"`` with ``transfer_from`` or
-            ``prior_model``, or ``"random"``.
+            ``prior_model``, or ``"random"``. Default: ``"scaml"`` with ``transfer_from``,
+            ``"mphd"`` with ``prior_model``, else ``"gp"`` (as ``create_study``).
         transfer_from: Earlier runs: Optuna studies (``optuna.Study`` objects or
             ``hs.sources.from_optuna(URL)``), DataFrames (an Optuna ``trials_dataframe()`` as
             is), CSV files, headstart study names (looked up in ``storage``) or MetaTasks.
@@ -167,7 +168,7 @@ class HeadstartSampler(BaseSampler):
 
     def __init__(
         self,
-        method: str = "gp",
+        method: str | None = None,
         *,
         transfer_from: Any = None,
         prior_model: Any = None,
@@ -191,6 +192,8 @@ class HeadstartSampler(BaseSampler):
                 f"HeadstartSampler got unknown setting(s) {unknown}; it takes the model settings "
                 f"of create_study: {sorted(fields - internal)}."
             )
+        if method is None:
+            method = default_method(transfer_from, prior_model)
         check_source_arguments(method, transfer_from, prior_model)
         self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
         self._config = StudyConfig(
