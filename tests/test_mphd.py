@@ -15,6 +15,7 @@ from headstart._gp.model import GPParams, fit_map, neg_log_posterior
 from headstart._gp.prior import FlatHyperPrior, GammaHyperPrior
 from headstart.mphd import Domain, PriorModel, dimension_context, fit_domains, gamma_mle, pretrain
 from headstart.mphd.pretrain import fit_lengthscale_network
+from helpers import backend_url, release_together
 
 
 def _gp_draws(rng, d, ell, n=40, m=2, kinds=None):
@@ -354,13 +355,9 @@ def _create_and_run(url: str, name: str, sources: list[str], barrier) -> None:
     "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
 )
 def test_overlapping_mphd_studies_share_one_prior(tmp_path, backend):
-    import multiprocessing as mp
-    import os
     import uuid
 
-    url = f"sqlite:///{tmp_path / 'par.db'}"
-    if backend == "postgresql":
-        url = os.environ.get("HEADSTART_TEST_POSTGRES_URL") or pytest.skip("no PostgreSQL")
+    url = backend_url(backend, tmp_path, "par.db")
     tag = uuid.uuid4().hex[:6]
     spaces = [
         hs.SearchSpace({"C": hs.Float(1e-3, 1e3, log=True), "g": hs.Float(0, 1)}),
@@ -370,15 +367,8 @@ def test_overlapping_mphd_studies_share_one_prior(tmp_path, backend):
     sources = [f"src{i}-{tag}" for i in range(3)]
     for i, (name, space) in enumerate(zip(sources, spaces, strict=True)):
         _fill(url, name, space, i)
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(3)
     names = [f"mphd{i}-{tag}" for i in range(3)]
-    procs = [ctx.Process(target=_create_and_run, args=(url, n, sources, barrier)) for n in names]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0, 0, 0]
+    release_together(_create_and_run, lambda barrier, i: (url, names[i], sources, barrier), 3)
     studies = [hs.load_study(n, url) for n in names]
     keys = {s._strategy.config.prior_model for s in studies}
     assert len(keys) == 1 and all(len(s.trials) == 3 for s in studies)

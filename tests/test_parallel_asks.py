@@ -8,7 +8,6 @@ started one, on a real PostgreSQL server.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import uuid
 
@@ -16,6 +15,7 @@ import pytest
 
 import headstart as hs
 from headstart.storage import TrialState
+from helpers import release_together
 
 PG_URL = os.environ.get("HEADSTART_TEST_POSTGRES_URL")
 N_WORKERS = 4
@@ -36,23 +36,10 @@ def _worker(url: str, name: str, barrier, rounds: int) -> None:
         study.tell(trial, trial.params["x"] ** 2 + 0.01 * trial.params["n"])
 
 
-def _release_together(target, args, n: int = N_WORKERS, timeout: float = 300) -> None:
-    """Run ``target(*args(barrier, i))`` in ``n`` spawned processes that share one barrier (so
-    their calls overlap), wait for them, and check that every one exited cleanly."""
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(n)
-    procs = [ctx.Process(target=target, args=args(barrier, i)) for i in range(n)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=timeout)
-    assert [p.exitcode for p in procs] == [0] * n
-
-
 def _run(url: str, method: str, **settings) -> list[hs.Trial]:
     name = f"par-{method}-{uuid.uuid4().hex[:8]}"
     hs.create_study(name, _space(), storage=url, method=method, seed=3, **settings)
-    _release_together(_worker, lambda barrier, _: (url, name, barrier, ROUNDS))
+    release_together(_worker, lambda barrier, _: (url, name, barrier, ROUNDS), N_WORKERS)
     trials = hs.load_study(name, url).trials
     hs.delete_study(name, url)
     return trials
@@ -158,7 +145,7 @@ def test_many_processes_create_the_schema_of_a_fresh_database_at_once():
         conn.execute(f"CREATE DATABASE {db}")
     url = base.set(database=db).render_as_string(hide_password=False)
     # no UniqueViolation on CREATE TABLE
-    _release_together(_open, lambda barrier, _: (url, barrier), n=8, timeout=120)
+    release_together(_open, lambda barrier, _: (url, barrier), n=8, timeout=120)
     hs.create_study("after", _space(), storage=url).ask()
 
 
@@ -241,8 +228,8 @@ def test_overlapping_user_attribute_writes_lose_none(tmp_path):
         name = f"attrs-{uuid.uuid4().hex[:8]}"
         study = hs.create_study(name, _space(), storage=url, method="random", seed=0)
         study.tell(study.ask(), 1.0)
-        _release_together(
-            _set_attrs, lambda barrier, w, url=url, name=name: (url, name, barrier, w)
+        release_together(
+            _set_attrs, lambda barrier, w, url=url, name=name: (url, name, barrier, w), N_WORKERS
         )
         loaded = hs.load_study(name, url)
         expected = {f"w{w}-{i}" for w in range(N_WORKERS) for i in range(ROUNDS)}

@@ -8,7 +8,6 @@ its ``.db`` file alone holds every trial (the write-ahead log was folded in).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import headstart as hs
+from helpers import release_together
 
 HEADSTART = str(Path(sys.executable).with_name("headstart"))
 PG_URL = os.environ.get("HEADSTART_TEST_POSTGRES_URL")
@@ -162,14 +162,7 @@ def test_once_the_writers_exit_the_database_file_alone_holds_every_trial(tmp_pat
     url = PG_URL if backend == "postgresql" else f"sqlite:///{tmp_path / 'live.db'}"
     name = f"wal-{uuid.uuid4().hex[:8]}"
     hs.create_study(name, SPACE, storage=url, method="random").storage.close()
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(4)
-    procs = [ctx.Process(target=_write_and_exit, args=(url, name, barrier, i)) for i in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0] * 4
+    release_together(_write_and_exit, lambda barrier, i: (url, name, barrier, i), 4)
     if backend == "sqlite":
         shutil.copy(tmp_path / "live.db", tmp_path / "copy.db")  # the file only
         url = f"sqlite:///{tmp_path / 'copy.db'}"

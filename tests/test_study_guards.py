@@ -9,6 +9,7 @@ import pytest
 
 import headstart as hs
 from headstart.storage import get_storage
+from helpers import backend_url, release_together
 
 
 def _space() -> hs.SearchSpace:
@@ -210,23 +211,12 @@ def _widen(url: str, name: str, barrier) -> None:
     "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
 )
 def test_processes_widening_at_once_store_one_change(tmp_path, backend):
-    import multiprocessing as mp
-    import os
     import uuid
 
-    url = f"sqlite:///{tmp_path / 'w.db'}"
-    if backend == "postgresql":
-        url = os.environ.get("HEADSTART_TEST_POSTGRES_URL") or pytest.skip("no PostgreSQL")
+    url = backend_url(backend, tmp_path, "w.db")
     name = f"widen-{uuid.uuid4().hex[:8]}"
     hs.create_study(name, NARROW, storage=url, method="random").storage.close()
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(4)
-    procs = [ctx.Process(target=_widen, args=(url, name, barrier)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0] * 4
+    release_together(_widen, lambda barrier, _: (url, name, barrier), 4)
     study = hs.load_study(name, url)
     assert study.space == WIDE and len(study.space_history) == 1 and len(study.trials) == 4
     hs.delete_study(name, url)
