@@ -174,6 +174,7 @@ def test_the_basis_is_trained_at_create_study_not_inside_an_ask(monkeypatch):
     study.optimize(lambda p: (p["x"] - 0.3) ** 2 + p["y"], n_trials=5)  # 3 random, 2 modelled
 
 
+@pytest.mark.filterwarnings("ignore:The sources seem to mislead")  # ABRAC's head: issue 32
 def test_abrac_does_not_propose_near_duplicates():
     """Issue 27: four trials within 0.02 of each other; model suggestions now keep
     MIN_SEPARATION from every evaluated point in at least one column."""
