@@ -163,3 +163,37 @@ def test_import_optuna_reads_without_writing_and_refuses_it_as_a_storage(tmp_pat
     study = hs.load_study("svm", storage)
     assert study.direction == "maximize" and len(study.trials) == 5
     assert study.space["c"].log and study.best_value == pytest.approx(old.best_value)
+
+
+@pytest.mark.parametrize("name", ["[/]", "[bold]x[/bold", "esc\x1b[2Jname\x07", "$a"])
+def test_study_names_with_markup_or_control_characters_are_printed_as_text(
+    tmp_path, monkeypatch, capsys, name
+):
+    """A study named ``[/]`` made `studies list` fail for everyone sharing the storage (rich
+    markup); control characters could clear or recolour the terminal."""
+    from headstart.cli import main
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    study = hs.create_study(name, hs.SearchSpace({"x": hs.Float(0, 1)}), storage=url)
+    study.optimize(lambda p: p["x"], 2, show_progress=False)
+
+    def run(*args: str) -> tuple[int, str]:
+        monkeypatch.setattr(sys, "argv", ["headstart", *args])
+        with pytest.raises(SystemExit) as stop:
+            main()
+        captured = capsys.readouterr()
+        return stop.value.code or 0, captured.out + captured.err
+
+    for args in (
+        ("studies", "list"),
+        ("studies", "show", name),
+        ("studies", "export", name, "--csv", str(tmp_path / "e.csv")),
+    ):
+        code, out = run(*args, "--storage", url)
+        assert code == 0, out
+        assert name[:3] in out or args[1] == "export"  # as text (a table may wrap it)
+        assert "\x1b[2J" not in out and "\x07" not in out
+    code, out = run("studies", "show", name + "?", "--storage", url)  # the error printer
+    assert code == 1 and out.startswith("error: ") and "\x1b[2J" not in out
+    code, out = run("studies", "delete", name, "--yes", "--storage", url)
+    assert code == 0, out

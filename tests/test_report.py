@@ -178,3 +178,69 @@ def test_report_tables_round_numbers_and_name_their_columns(tmp_path):
     best = study.best_trial.params["x"]
     assert f"<td>{best:.6g}</td>" in text and f"<td>{best!r}</td>" not in text
     assert "white-space: pre-wrap" in text and "\n &quot;method&quot;" in text  # one per line
+
+
+_RUNS = '<img src=x onerror="document.body.dataset.pwned=1">'  # an event handler
+_SCRIPT = "<script>document.body.dataset.pwned=2</script>"
+_PAYLOADS = (_RUNS + "$", _SCRIPT + "$x$", '"><svg onload="document.body.dataset.pwned=3">')
+
+
+@pytest.fixture(scope="module")
+def payload_study():
+    """A transfer study with a script payload in every field a user or an imported file sets:
+    study, source, parameter and choice names, a fixed value and attributes."""
+    a, b, c = _PAYLOADS
+    space = hs.SearchSpace(
+        {a: hs.Float(0, 1), b: hs.Categorical([a, b, c, "$"]), c: hs.Fixed(b), "x": hs.Int(1, 9)}
+    )
+    source = hs.create_study(b + "source", space, storage=None, method="random", seed=0)
+    source.set_user_attr(c, a)
+    source.optimize(lambda p: p[a] + p["x"], 8, show_progress=False)
+    study = hs.create_study(
+        a + b + c, space, storage=source.storage, method="scaml", transfer_from=[b + "source"]
+    )
+    study.set_user_attr(a, {b: c})
+    study.optimize(lambda p: p[a] + p["x"], 6, show_progress=False)
+    return study
+
+
+def _body(path) -> str:
+    return re.search(r"<body[^>]*>", _chromium("--dump-dom", path.as_uri()).stdout).group(0)
+
+
+@needs_chromium
+def test_no_payload_in_any_user_field_runs_in_the_report(tmp_path, payload_study):
+    path = write_report(payload_study, tmp_path / "report.html")
+    text = path.read_text()
+    n = text.count("<img ")
+    assert all(p not in text for p in _PAYLOADS)  # escaped where they appear
+    body = _body(path)
+    assert "pwned" not in body and f'data-rendered="{n}/{n}"' in body and 'data-errors="0"' in body
+    # the escaping alone holds: the same page without its Content-Security-Policy
+    bare = tmp_path / "no-csp.html"
+    bare.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text))
+    assert "pwned" not in _body(bare)
+    # the test can see a payload run, and the policy alone stops one an escape missed
+    raw = text.replace("<h2>Settings</h2>", _RUNS + _SCRIPT + "<h2>Settings</h2>")
+    bare.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", raw))
+    assert "data-pwned" in _body(bare)
+    guarded = tmp_path / "csp.html"
+    guarded.write_text(raw)
+    assert "pwned" not in _body(guarded) and 'data-rendered="' in _body(guarded)
+
+
+def test_names_with_dollar_signs_are_drawn_as_written(tmp_path, payload_study):
+    """A ``$`` in a name would start matplotlib's mathtext (an unbalanced one raised)."""
+    from matplotlib.text import Text
+
+    figures = [
+        plots.plot_convergence(payload_study),
+        plots.plot_slice(payload_study),
+        plots.plot_parallel_coordinates(payload_study),
+        plots.plot_contour(payload_study, _PAYLOADS[0], "x"),
+        payload_study.transfer_report().plot(),
+    ]
+    for k, fig in enumerate(figures):
+        fig.savefig(tmp_path / f"{k}.png")
+        texts = [t.get_text() for t in fig.findobj(Text)]
+        assert any(_PAYLOADS[0] in t for t in texts)

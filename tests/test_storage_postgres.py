@@ -83,3 +83,41 @@ def test_a_study_carries_on_across_a_server_restart():
     trials = hs.load_study(name, URL).trials
     assert len(trials) == 8 and all(t.state == "complete" for t in trials)
     hs.delete_study(name, URL)
+
+
+def slow_square(params: dict) -> float:  # module level: picklable for worker processes
+    import time
+
+    time.sleep(0.1)
+    return params["x"] ** 2
+
+
+def test_optimize_with_workers_rides_out_a_server_restarting_in_a_loop():
+    """``pg_ctl restart -m fast`` every second while 4 workers run 120 trials: workers open the
+    storage, ask and tell while the server is "starting up", "shutting down" or refusing
+    connections; every transient error is retried, so the run ends with every trial complete."""
+    script = _restart_script()
+    if script is None:
+        pytest.skip("no restart script from .ci/start_postgres.sh (HEADSTART_PG_STOP_FILE)")
+    name = f"pg-loop-{uuid.uuid4().hex[:8]}"
+    space = hs.SearchSpace({"x": hs.Float(-1.0, 1.0)})
+    study = hs.create_study(name, space, storage=URL, method="random", seed=0)
+    done = threading.Event()
+    restarts = []
+
+    def restart_in_a_loop() -> None:
+        while not done.wait(1.0):
+            subprocess.run([str(script)], check=False, timeout=60)
+            restarts.append(1)
+
+    looping = threading.Thread(target=restart_in_a_loop)
+    looping.start()
+    try:
+        study.optimize(slow_square, 120, n_workers=4, show_progress=False)
+    finally:
+        done.set()
+        looping.join()
+    trials = hs.load_study(name, URL).trials
+    assert len(restarts) >= 3
+    assert len(trials) == 120 and all(t.state == "complete" for t in trials)
+    hs.delete_study(name, URL)

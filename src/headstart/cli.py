@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from headstart._display import mask_url, redact, remember_url, safe_text
 from headstart.exceptions import HeadstartError
 from headstart.storage import DEFAULT_STORAGE_URL
 
@@ -34,6 +35,12 @@ kernels_app = typer.Typer(
 )
 app.add_typer(kernels_app, name="kernels")
 
+
+def _remember_storage(url: str) -> str:
+    remember_url(url)  # whatever a command prints, this password is masked
+    return url
+
+
 StorageOpt = Annotated[
     str,
     typer.Option(
@@ -41,16 +48,38 @@ StorageOpt = Annotated[
         envvar="HEADSTART_STORAGE",
         help="SQLAlchemy URL of the storage, e.g. sqlite:///headstart.db or "
         "postgresql+psycopg://user:pw@host/db (env: HEADSTART_STORAGE).",
+        show_default=mask_url(DEFAULT_STORAGE_URL),  # never the password of $HEADSTART_STORAGE
+        callback=_remember_storage,
     ),
 ]
 
 _state = {"debug": False}
 
 
+class _Redacting:
+    """A text stream that masks every password headstart has seen (:mod:`headstart._display`)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(redact(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def _console(stderr: bool = True):
+    """The console every command prints through. Markup is off (a study named ``[/]`` is text,
+    not a style tag), strings lose their control characters, and the stream masks passwords."""
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    class SafeConsole(Console):
+        def render_str(self, text: str, **kwargs):
+            return super().render_str(safe_text(text), **kwargs)
+
+    stream = sys.stderr if stderr else sys.stdout
+    return SafeConsole(file=_Redacting(stream), markup=False, emoji=False)
 
 
 @app.callback()
@@ -101,18 +130,16 @@ def demo(
     )
     console = _console()
     console.print(
-        f"Optimizing [bold]{task.name}[/] ({task.space.dim}-D, known minimum {task.optimum:.6g}) "
+        f"Optimizing {task.name} ({task.space.dim}-D, known minimum {task.optimum:.6g}) "
         f"with GP-BO for {trials} trials (first {study.n_initial} from a Sobol design)."
     )
     study.optimize(task.objective, trials, show_progress=True)
     best = study.best_trial
     plot_convergence(study, plot, optimum=task.optimum)
-    console.print(
-        f"Best value [bold cyan]{best.value:.6g}[/] (regret {best.value - task.optimum:.3g})"
-    )
+    console.print(f"Best value {best.value:.6g} (regret {best.value - task.optimum:.3g})")
     console.print(f"Best params {best.params}")
-    console.print(f"Convergence plot: [bold]{plot}[/]")
-    console.print(f"Study [bold]{study.name}[/] is stored in [bold]{store.url}[/]; inspect it with")
+    console.print(f"Convergence plot: {plot}")
+    console.print(f"Study {study.name} is stored in {store.url}; inspect it with")
     console.print(f"  headstart studies show {study.name} --storage {store.url}")
 
 
@@ -138,7 +165,7 @@ def studies_list(storage: StorageOpt = DEFAULT_STORAGE_URL) -> None:
         )
     _console(stderr=False).print(table)
     if not summaries:
-        _console().print(f"No studies in {storage}.")
+        _console().print(f"No studies in {mask_url(storage)}.")
 
 
 @studies_app.command("show")
@@ -164,7 +191,7 @@ def studies_show(
 
     study = hs.load_study(name, storage)
     out = _console(stderr=False)
-    out.print(f"[bold]{study.name}[/] ({study.direction}) in {study.storage.url}")
+    out.print(f"{study.name} ({study.direction}) in {study.storage.url}")
     settings = dict(study.settings)
     transfer = settings.pop("transfer", None)
     out.print(f"settings: {json.dumps(settings)}")
@@ -179,9 +206,7 @@ def studies_show(
     out.print("trials: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     if counts["complete"]:
         best = study.best_trial
-        out.print(
-            f"best: trial {best.number}, value [bold cyan]{best.value:.6g}[/], params {best.params}"
-        )
+        out.print(f"best: trial {best.number}, value {best.value:.6g}, params {best.params}")
     table = Table("number", "state", "value", "params", "source")
     for t in trials[-last:]:
         value = "-" if t.value is None else f"{t.value:.6g}"
@@ -372,7 +397,7 @@ def _create_imported(
         f"({store.url})."
     )
     for w in caught:
-        _console().print(f"[yellow]{w.message}[/yellow]")
+        _console().print(str(w.message), style="yellow")
 
 
 @import_app.command("optuna")
@@ -665,7 +690,9 @@ def main() -> None:
     except HeadstartError as e:
         if _state["debug"]:
             raise
-        _console().print(f"[red]error:[/] {e}")
+        from rich.text import Text
+
+        _console().print(Text.assemble(("error: ", "red"), safe_text(str(e))))
         sys.exit(1)
 
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 
 class HeadstartError(Exception):
-    """Base class of every error raised by headstart."""
+    """Base class of every error raised by headstart.
+
+    Its message never shows a database password headstart has seen (:mod:`headstart._display`).
+    """
+
+    def __init__(self, *args: object) -> None:
+        from headstart._display import redact
+
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 # --- search space ---------------------------------------------------------------------------------

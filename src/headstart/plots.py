@@ -18,7 +18,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from headstart._display import literal_text
+
 _LOG_RANGE = 30.0  # heat maps of log acquisitions show the top 30 nats
+
+
+def _finish(fig: Any, tight: bool = True) -> Any:
+    literal_text(fig)
+    if tight:
+        fig.tight_layout()
+    return fig
 
 
 def _save(fig: Any, path: str | Path | None) -> Any:
@@ -123,7 +132,7 @@ def plot_convergence(
     ax.set_title(f"{study.name} ({study.direction})")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    _finish(fig)
     return _save(fig, path)
 
 
@@ -182,7 +191,7 @@ def plot_prior_slice(
             if ylabels:
                 ax.set_yticks(range(len(ylabels)), ylabels)
     fig.suptitle(f"{study.name}: slice through the best trial", fontsize=10)
-    fig.tight_layout()
+    _finish(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -247,7 +256,7 @@ def plot_kernel_fit(result: Any, X: Any, y: Any, path: str | Path, *, target: st
     ax2.plot(np.arange(1, len(scores) + 1), scores, ".", color="C1", alpha=0.4)
     ax2.set_xlabel("kernels scored")
     ax2.set_ylabel("log evidence / N (best so far)")
-    fig.tight_layout()
+    _finish(fig)
     path = Path(path)
     fig.savefig(path)
     return path
@@ -322,7 +331,7 @@ def plot_importance(
     ax.set_xlabel("importance (share of total-effect Sobol indices of the GP mean)")
     ax.set_xlim(0, 1)
     ax.set_title(f"{study.name}: parameter importance")
-    fig.tight_layout()
+    _finish(fig)
     return _save(fig, path)
 
 
@@ -349,7 +358,7 @@ def plot_slice(study: Any, params: list[str] | None = None, path: str | Path | N
         ax.set_visible(False)
     fig.colorbar(points, ax=list(axes[: len(names)]), label="trial number", shrink=0.8)
     fig.suptitle(f"{study.name}: slices")
-    return _save(fig, path)
+    return _save(_finish(fig, tight=False), path)
 
 
 def plot_contour(
@@ -408,7 +417,7 @@ def plot_contour(
     fig.colorbar(mesh, ax=ax, label="GP mean of the objective (its units)")
     ax.set_title(f"{study.name}: {y} vs {x} (others at the best trial)")
     ax.legend(loc="best", fontsize=7)
-    fig.tight_layout()
+    _finish(fig)
     return _save(fig, path)
 
 
@@ -460,7 +469,7 @@ def plot_parallel_coordinates(
     ax.set_yticks([])
     fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="objective value")
     ax.set_title(f"{study.name}: parallel coordinates (thick: best trial)")
-    fig.tight_layout()
+    _finish(fig)
     return _save(fig, path)
 
 
@@ -499,5 +508,5 @@ def plot_prior_vs_observed(study: Any, path: str | Path | None = None):
         ax.set_xlabel(f"{name} (0 = low, 1 = high{log})")
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.name}: user priors vs where the trials went")
-    fig.tight_layout()
+    _finish(fig)
     return _save(fig, path)

@@ -12,11 +12,17 @@ so it opens offline, can be mailed, and needs no server. Sections, where they ap
 
 The inline script marks ``<body data-rendered="k/n">`` once the page loaded (``k`` of the ``n``
 figures decoded) and counts script errors in ``data-errors``: what the headless-browser test reads.
+
+Everything a user or an imported file controls (study, parameter, choice and source names,
+attributes, settings) is HTML-escaped, and a Content-Security-Policy lets that one script run
+(by its SHA-256) and nothing else: no other script, event handler, frame or network request, so
+a name crafted to inject markup cannot run code even if an escape were missed.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import json
@@ -46,6 +52,13 @@ window.addEventListener("load", function () {
   document.body.dataset.rendered = ok + "/" + images.length;
 });
 """
+
+_CSP = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'none'; script-src 'sha256-"
+    + base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
+    + "'"
+)
 
 
 def _png(fig: Any) -> str:
@@ -85,6 +98,7 @@ def _sections(study: Any) -> list[str]:
                 ("method", study.settings.get("method", "gp")),
                 ("trials", ", ".join(f"{v} {k}" for k, v in counts.items())),
                 ("storage", "in memory" if "memory" in study.storage.url else study.storage.url),
+                *((f"attribute {k}", json.dumps(v)) for k, v in study.user_attrs.items()),
             ],
             ("study", study.name),
         )
@@ -141,7 +155,8 @@ def write_report(study: Any, path: str | Path) -> Path:
     title = html.escape(f"headstart report: {study.name}")
     settings = html.escape(json.dumps(study.settings, default=str, indent=1))
     text = (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}"><title>{title}</title>'
         f"<style>{_STYLE}</style></head><body><h1>{title}</h1>{body}"
         f'<h2>Settings</h2><pre class="note">{settings}</pre>'
         f"<script>{_SCRIPT}</script></body></html>\n"

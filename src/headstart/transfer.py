@@ -207,6 +207,8 @@ class TransferReport:
         fitted one; neural methods: each source's training error of the shared basis."""
         from matplotlib.figure import Figure
 
+        from headstart._display import literal
+
         if self.prior is not None:
             return self._save(self._prior_plot(), path)
         ranked = self.ranked()[:top]
@@ -216,7 +218,7 @@ class TransferReport:
             label, what = "training RMSE of the shared basis (standardized)", "source fit"
         fig = Figure(figsize=(6.5, 0.35 * max(len(ranked), 3) + 1.2))
         ax = fig.subplots()
-        names = [name for name, _ in ranked][::-1]
+        names = [literal(name) for name, _ in ranked][::-1]  # drawn by the categorical axis
         values = [w for _, w in ranked][::-1]
         ax.barh(names, values, color="#4c72b0")
         ax.set_xlabel(label)
@@ -250,6 +252,9 @@ class TransferReport:
 
     @staticmethod
     def _save(fig, path: str | Path | None):
+        from headstart._display import literal_text
+
+        literal_text(fig)
         fig.tight_layout()
         if path is not None:
             path = Path(path)

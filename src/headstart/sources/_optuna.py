@@ -16,12 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from headstart._display import mask_url, redact, remember_url
 from headstart._meta import MetaTask
 from headstart.exceptions import (
     EmptySourceError,
+    HeadstartError,
     InvalidParamsError,
     InvalidSettingError,
     SourceSpaceMismatchError,
+    StorageError,
     UnknownStudyError,
 )
 from headstart.sources._task import _finite
@@ -88,22 +91,33 @@ class OptunaSource:
     storage: str
     study_names: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        remember_url(self.storage)  # every message and repr shows it masked
+
+    def __repr__(self) -> str:
+        return f"OptunaSource(storage={mask_url(self.storage)!r}, study_names={self.study_names!r})"
+
     def studies(self) -> list[Any]:
         """The ``optuna.Study`` objects (every study of the storage when no names were given)."""
         import optuna
 
-        names = self.study_names
-        if names is None:
-            names = tuple(optuna.get_all_study_names(self.storage))
-        studies = []
-        for name in names:
-            try:
+        url = mask_url(self.storage)
+        try:
+            every = optuna.get_all_study_names(self.storage)
+            studies = []
+            for name in every if self.study_names is None else self.study_names:
+                if name not in every:
+                    raise UnknownStudyError(
+                        f"No Optuna study {name!r} in {url!r}; its studies are {every}."
+                    )
                 studies.append(optuna.load_study(study_name=name, storage=self.storage))
-            except KeyError as e:
-                raise UnknownStudyError(
-                    f"No Optuna study {name!r} in {self.storage!r}; its studies are "
-                    f"{optuna.get_all_study_names(self.storage)}."
-                ) from e
+        except HeadstartError:
+            raise
+        except Exception as e:  # unreachable server, not an Optuna database, a bad URL
+            raise StorageError(
+                f"Cannot read the Optuna storage {url!r}: {type(e).__name__}: {redact(str(e))}. "
+                "Check the URL (optuna.load_study must open it) and that the server is up."
+            ) from None
         return studies
 
     def tasks(self, space: SearchSpace, exclude: set[str] = frozenset()) -> list[MetaTask]:
@@ -123,7 +137,7 @@ class OptunaSource:
                     raise
         if not tasks:
             raise EmptySourceError(
-                f"No study of the Optuna storage {self.storage!r} has completed single-objective "
+                f"No study of the Optuna storage {mask_url(self.storage)!r} has completed single-objective "
                 "trials with the target's parameters."
             )
         return tasks

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import json
 import os
+import random
 import threading
 import time
 import weakref
@@ -27,9 +29,10 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+from headstart._display import mask_url, redact, remember_url
 from headstart.exceptions import (
     DuplicatedStudyError,
     ForeignStorageError,
@@ -54,7 +57,6 @@ from headstart.storage.schema import (
 T = TypeVar("T")
 MEMORY_URL = "sqlite:///:memory:"
 _WRITE_RETRIES = 20
-_READ_RETRIES = 6  # dropped connections: 0.1 s, 0.2 s ... 3.1 s in all
 _SCHEMA_LOCK_KEY = 0x48535452  # pg_advisory_xact_lock key of schema creation ('HSTR')
 
 
@@ -70,45 +72,58 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, allow_nan=False, sort_keys=False)
 
 
-def mask_password(url: str) -> str:
-    """``url`` with its password shown as ``***`` (unparseable URLs, and URLs without a
-    password, are returned unchanged: ``sqlite:///:memory:`` stays readable)."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-        return parsed.render_as_string(hide_password=True) if parsed.password else url
-    except Exception:  # an invalid URL: the engine reports it; there is no password to hide
-        return url
+mask_password = mask_url  # the name callers know: the URL with its password as ***
 
 
 def _scrub(text: str, url: str) -> str:
     """``text`` without the password of ``url`` (driver messages may quote the DSN)."""
-    try:
-        from sqlalchemy.engine import make_url
+    remember_url(url)
+    return redact(text)
 
-        password = make_url(url).password
-    except Exception:
-        return text
-    return text.replace(str(password), "***") if password else text
+
+_TRANSIENT = (  # a server restarting, failing over or briefly unreachable: retry after a wait
+    "server closed the connection",
+    "adminshutdown",
+    "terminating connection",
+    "connection refused",
+    "could not connect",
+    "connection is closed",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "cannot connect now",
+    "connection timed out",
+    "connection reset by peer",
+    "ssl syscall error",
+    "consuming input failed",
+    "server conn crashed",
+)
 
 
 def _is_disconnect(error: Exception) -> bool:
-    """Whether ``error`` is a lost or refused connection (worth a retry after a short wait)."""
+    """Whether ``error`` is a lost, refused or not-yet-accepted connection (worth a retry after a
+    short wait): a server restarting says "starting up" / "shutting down", then refuses."""
     if getattr(error, "connection_invalidated", False):
         return True
     text = str(error).lower()
-    return any(
-        key in text
-        for key in (
-            "server closed the connection",
-            "adminshutdown",
-            "terminating connection",
-            "connection refused",
-            "could not connect",
-            "connection is closed",
-        )
-    )
+    return any(key in text for key in _TRANSIENT)
+
+
+def _retry_seconds() -> float:
+    """How long a call keeps retrying a lost connection before it gives up (default 30 s;
+    ``HEADSTART_STORAGE_RETRY_SECONDS`` overrides): longer than a server restart or fail-over
+    takes, short enough that a wrong URL is reported the same minute."""
+    try:
+        return max(0.0, float(os.environ.get("HEADSTART_STORAGE_RETRY_SECONDS", 30.0)))
+    except ValueError:
+        return 30.0
+
+
+def _backoff(attempt: int, cap: float) -> float:
+    """Exponential back-off with jitter: 0.05 s, 0.1 s ... up to ``cap`` (workers that lost the
+    server together do not all knock again at the same instant)."""
+    return min(0.05 * 2**attempt, cap) * (0.5 + random.random() / 2)
 
 
 def _make_engine(url: str, engine_kwargs: dict[str, Any] | None = None) -> Engine:
@@ -245,7 +260,7 @@ class Storage:
             # (heartbeats) must not interleave on it, so they take turns.
             memory = url in (MEMORY_URL, "sqlite://")
             self._turn = threading.RLock() if memory else contextlib.nullcontext()
-            self._init_schema(create)
+            self._retrying(lambda: self._init_schema(create), "Opening")
             self._pid = os.getpid()
             if path is not None:
                 _OPEN_FILES.add(self)
@@ -359,39 +374,70 @@ class Storage:
 
         self._write(init)
 
-    def _write(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in one write transaction; retry on lock time-outs and number races."""
-        for attempt in range(_WRITE_RETRIES):
+    def _retrying(self, call: Callable[[], T], what: str) -> T:
+        """``call()``, retried with back-off while the server is unreachable (restarting, failing
+        over), for up to :func:`_retry_seconds`; then a :class:`StorageError` that says so."""
+        deadline = time.monotonic() + _retry_seconds()
+        for attempt in itertools.count():
             try:
-                with self._turn, self._writer.begin() as conn:
-                    return fn(conn)
-            except IntegrityError as e:
-                if "uq_trial_number" not in str(e) and "trials.number" not in str(e):
+                return call()
+            except DBAPIError as e:
+                if not _is_disconnect(e):
                     raise
-                last: Exception = e
-            except OperationalError as e:
-                transient = "locked" in str(e) or "busy" in str(e) or _is_disconnect(e)
-                if not transient:
-                    raise StorageError(f"Writing to {self.url!r} failed: {self._scrub(e)}") from e
-                last = e
-            time.sleep(min(0.01 * 2**attempt, 1.0))
-        raise StorageError(
-            f"Storage {self.url!r} stayed busy through {_WRITE_RETRIES} attempts ({self._scrub(last)}). Too many "
-            "writers on one SQLite file: use fewer processes or a PostgreSQL URL."
-        )
+                if time.monotonic() >= deadline:
+                    raise StorageError(
+                        f"{what} {self.url!r} failed: the server stayed unreachable for "
+                        f"{_retry_seconds():g} s ({self._scrub(e)}). Check that it is up and the "
+                        "URL is right (HEADSTART_STORAGE_RETRY_SECONDS sets how long to retry)."
+                    ) from e
+                time.sleep(_backoff(attempt, 2.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` in one write transaction; retry on lock time-outs, number races and lost
+        connections (:meth:`_retrying`)."""
+
+        def attempt_write() -> T:
+            last: Exception | None = None
+            for attempt in range(_WRITE_RETRIES):
+                try:
+                    with self._turn, self._writer.begin() as conn:
+                        return fn(conn)
+                except IntegrityError as e:
+                    if "uq_trial_number" not in str(e) and "trials.number" not in str(e):
+                        raise
+                    last = e
+                except OperationalError as e:
+                    if _is_disconnect(e):
+                        raise  # _retrying waits for the server
+                    if "locked" not in str(e) and "busy" not in str(e):
+                        raise StorageError(
+                            f"Writing to {self.url!r} failed: {self._scrub(e)}"
+                        ) from e
+                    last = e
+                time.sleep(min(0.01 * 2**attempt, 1.0))
+            raise StorageError(
+                f"Storage {self.url!r} stayed busy through {_WRITE_RETRIES} attempts "
+                f"({self._scrub(last)}). Too many writers on one SQLite file: use fewer processes "
+                "or a PostgreSQL URL."
+            )
+
+        try:
+            return self._retrying(attempt_write, "Writing to")
+        except IntegrityError:  # a constraint: the caller says what it means (duplicate name...)
+            raise
+        except DBAPIError as e:
+            raise StorageError(f"Writing to {self.url!r} failed: {self._scrub(e)}") from e
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
-        for attempt in range(_READ_RETRIES):
-            try:
-                with self._turn, self._engine.begin() as conn:
-                    return fn(conn)
-            except OperationalError as e:  # a dropped connection (server restart): retry
-                if not _is_disconnect(e) or attempt == _READ_RETRIES - 1:
-                    raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
-                time.sleep(min(0.1 * 2**attempt, 2.0))
-            except SQLAlchemyError as e:
-                raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
-        raise AssertionError("unreachable")  # pragma: no cover
+        def attempt_read() -> T:
+            with self._turn, self._engine.begin() as conn:
+                return fn(conn)
+
+        try:
+            return self._retrying(attempt_read, "Reading from")
+        except SQLAlchemyError as e:
+            raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
 
     @staticmethod
     def _study(row: Any) -> StudyRecord:
