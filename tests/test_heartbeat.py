@@ -17,6 +17,7 @@ import pytest
 
 import headstart as hs
 from headstart.storage import get_storage
+from helpers import backend_url, release_together
 
 PG_URL = os.environ.get("HEADSTART_TEST_POSTGRES_URL")
 INTERVAL, GRACE = 0.1, 1.0  # generous: a loaded CI machine may delay a beat
@@ -120,3 +121,114 @@ def test_an_in_memory_study_survives_busy_heartbeat_threads():
     for trial in trials:
         study.tell(trial, 0.0)
     assert [t.state for t in study.trials] == ["complete"] * 45
+
+
+def _slow_or_skewed_worker(url: str, name: str, barrier, role: str) -> None:
+    """``slow``: its suggestion takes 2.5 s (past the 1 s grace period); ``skewed``: its clock
+    runs 10 s behind the others'; ``fast``: asks and tells for 4 s, sweeping stale trials at
+    every ask. No live trial may be failed: every ask and tell of every worker succeeds."""
+    from datetime import UTC, datetime, timedelta
+
+    import headstart.storage.sql as sql
+
+    study = hs.load_study(name, url)
+    if role == "slow":
+        suggest = study._strategy.suggest
+
+        def slow_suggest(*args, **kwargs):
+            time.sleep(2.5)
+            return suggest(*args, **kwargs)
+
+        study._strategy.suggest = slow_suggest
+    if role == "skewed":
+        sql._now = lambda: (datetime.now(UTC) - timedelta(seconds=10)).isoformat()
+    barrier.wait()
+    if role == "fast":
+        end = time.monotonic() + 4.0
+        while time.monotonic() < end:
+            trial = study.ask()
+            study.tell(trial, trial.params["x"])
+            time.sleep(0.05)
+        return
+    trial = study.ask()
+    time.sleep(2.5 if role == "skewed" else 0.0)  # evaluating, beating
+    study.tell(trial, trial.params["x"])
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
+)
+def test_slow_suggestions_and_skewed_clocks_never_fail_a_live_trial(tmp_path, backend):
+    """Beats start when the trial is reserved (not once the suggestion is computed) and ages are
+    read on the database's clock: before, the slow worker's ask returned an already-failed trial
+    and its tell raised TrialAlreadyFinishedError; the skewed worker's trial was failed."""
+    url = backend_url(backend, tmp_path, "slow.db")
+    name = f"slow-{uuid.uuid4().hex[:8]}"
+    study = hs.create_study(
+        name, _space(), storage=url, method="random", heartbeat_interval=0.2, grace_period=GRACE
+    )
+    roles = ["slow", "skewed", "fast", "fast"]
+    release_together(
+        _slow_or_skewed_worker, lambda barrier, i: (url, name, barrier, roles[i]), len(roles)
+    )
+    trials = study.trials
+    assert trials and all(t.state == "complete" for t in trials), [t.state for t in trials]
+    hs.delete_study(name, url)
+
+
+def test_grace_period_must_exceed_the_heartbeat_interval():
+    for grace in (0.5, 1.0):
+        with pytest.raises(hs.InvalidSettingError, match="longer than heartbeat_interval"):
+            hs.create_study("g", _space(), storage=None, heartbeat_interval=1.0, grace_period=grace)
+    store = get_storage(None)
+    hs.create_study("g", _space(), storage=store, heartbeat_interval=1.0, grace_period=3.0)
+    with pytest.raises(hs.InvalidSettingError, match="longer than heartbeat_interval"):
+        hs.load_study("g", store, heartbeat_interval=5.0)
+
+
+def objective(params: dict) -> float:  # module level: picklable for worker processes
+    return params["x"]
+
+
+def test_worker_processes_beat_even_when_the_study_sets_no_heartbeat(tmp_path):
+    """optimize(n_workers > 1) beats (10 s, grace 60 s) so that a killed worker's trial does not
+    stay running, a pending point for every later ask, forever."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    study = hs.create_study("w", _space(), storage=url, method="random", seed=0)
+    study.optimize(objective, 4, n_workers=2, show_progress=False)
+    records = study._storage.get_trials(study._id)
+    assert len(records) == 4 and all(r.heartbeat_at is not None for r in records)
+    solo = hs.create_study("solo", _space(), storage=url, method="random", seed=0)
+    solo.optimize(objective, 2, show_progress=False)  # one process: nothing to detect
+    assert all(r.heartbeat_at is None for r in solo._storage.get_trials(solo._id))
+
+
+def test_studies_fail_stale_fails_abandoned_trials_without_heartbeats(tmp_path):
+    from typer.testing import CliRunner
+
+    from headstart.cli import app
+
+    url = f"sqlite:///{tmp_path / 'stale.db'}"
+    study = hs.create_study("stale", _space(), storage=url, method="random", seed=0)
+    abandoned = study.ask()  # its worker was killed: no heartbeat, running forever
+    done = study.ask()
+    study.tell(done, 0.5)
+    runner = CliRunner()
+    kept = runner.invoke(
+        app, ["studies", "fail-stale", "stale", "--older-than", "3600", "--storage", url]
+    )
+    assert kept.exit_code == 0 and "Failed 0" in kept.output
+    assert study.trials[abandoned.number].state == "running"
+    result = runner.invoke(
+        app,
+        ["studies", "fail-stale", "stale", "--older-than", "0", "--storage", url, "--reenqueue"],
+    )
+    assert (
+        result.exit_code == 0
+        and f"Failed 1 stale running trial(s) of 'stale': {abandoned.number}." in result.output
+    )
+    trials = study.trials
+    assert trials[abandoned.number].state == "failed"
+    assert trials[abandoned.number].user_attrs["fail_reason"] == "stale"
+    assert trials[-1].state == "waiting" and trials[-1].params == abandoned.params
+    assert trials[done.number].state == "complete"

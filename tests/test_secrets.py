@@ -141,3 +141,9 @@ def test_the_list_of_an_empty_server_storage_masks_its_url():
         with admin.connect() as conn:
             conn.execute(text(f"DROP DATABASE {database} WITH (FORCE)"))
         admin.dispose()
+
+
+def test_a_storage_that_cannot_be_opened_masks_its_password():
+    with pytest.raises(hs.StorageError) as e:
+        hs.create_study("x", hs.SearchSpace({"x": hs.Float(0, 1)}), storage=UNREACHABLE)
+    assert SENTINEL not in str(e.value) and "***" in str(e.value)

@@ -22,6 +22,11 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
+# The heartbeat of worker processes (optimize(n_workers > 1), `headstart worker`) on a study that
+# sets none: a killed worker's trial is failed a minute later instead of staying "running" (a
+# pending point for every later ask) forever. Beats start at the reservation, so a slow
+# suggestion is never mistaken for a dead worker.
+WORKER_HEARTBEAT = {"heartbeat_interval": 10.0, "grace_period": 60.0}
 
 
 def _check_bool(label: str, value: Any) -> None:
@@ -112,6 +117,12 @@ class StudyConfig:
                 raise InvalidSettingError(f"{label} must be a number of seconds > 0; got {v!r}.")
         if self.grace_period is not None and self.heartbeat_interval is None:
             raise InvalidSettingError("grace_period needs heartbeat_interval (seconds) as well.")
+        if self.grace_period is not None and self.grace_period <= self.heartbeat_interval:
+            raise InvalidSettingError(
+                f"grace_period ({self.grace_period:g} s) must be longer than heartbeat_interval "
+                f"({self.heartbeat_interval:g} s), or every trial is failed between two beats; "
+                "use a few intervals (the default is 2 x heartbeat_interval)."
+            )
         if self.acquisition is not None and self.acquisition not in ACQUISITIONS:
             raise InvalidSettingError(
                 f"acquisition must be one of {ACQUISITIONS}; got {self.acquisition!r}."
@@ -185,4 +196,4 @@ class StudyConfig:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-__all__ = ["DIRECTIONS", "StudyConfig"]
+__all__ = ["DIRECTIONS", "WORKER_HEARTBEAT", "StudyConfig"]

@@ -34,6 +34,7 @@ N_SOURCE_CANDIDATES = 256  # sources' best configurations screened by every tran
 
 
 MAX_DEFAULT_N_INITIAL = 10
+MODEL_RETRIES = 2  # model suggestions refused as duplicates before a retry draws a random point
 """Cap of the default initial design (Optuna's GPSampler starts the GP after 10 trials too).
 
 Measured (``docs/benchmarks/initial_design/initial_design.md``, Levy-20 and Ackley-20, budget 100, 8 seeds):
@@ -302,11 +303,14 @@ class Strategy:
                 PENDING_RULES`).
             retry: How many earlier suggestions for this trial were refused as duplicates of a
                 concurrent worker's; each retry draws fresh randomness (a uniform point in the
-                initial design).
+                initial design). After :data:`MODEL_RETRIES` refused model suggestions the
+                workers are diversified: a uniform random point instead of the model's (many
+                workers asking at once all compute the same best point, and on a discrete space
+                the fantasies at the refused points do not move it off its grid cell).
         """
         seed = [self.seed, trial_number] if not retry else [self.seed, trial_number, retry]
         rng = np.random.default_rng(seed)
-        if not self.spec.model_based:
+        if not self.spec.model_based or retry > MODEL_RETRIES:
             return self.space.decode(rng.random(self.space.dim))[0]
         if len(completed) < self.n_initial:
             if retry:

@@ -10,6 +10,7 @@ transaction; ``optimize()`` runs the loop, in this process or in worker processe
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 import warnings
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from headstart._config import StudyConfig
+from headstart._config import WORKER_HEARTBEAT, StudyConfig
 from headstart._heartbeat import Heartbeat
 from headstart._strategy import Strategy
 from headstart._trial import (
@@ -38,6 +39,8 @@ from headstart.exceptions import (
     NoCompletedTrialsError,
     SearchSpaceError,
     SourceFileError,
+    StorageError,
+    TrialAlreadyFinishedError,
     UnknownTrialError,
 )
 from headstart.pibo import JointDensity, UserBelief
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from headstart.storage.sql import Storage
 
 _DUPLICATE_RETRIES = 10  # re-suggestions when concurrent workers took the same configuration
+_RESERVATIONS = 3  # reserved trials an ask may lose to stale-trial sweeps before it gives up
 
 
 class Study:
@@ -189,26 +193,43 @@ class Study:
         if any(r.state == TrialState.WAITING for r in unfinished):
             claimed = self._storage.claim_waiting_trial(self._id, heartbeat=beats)
             if claimed is not None:  # atomic: one worker gets it
-                return self._started(self._trial(claimed))
-        reserved = self._storage.create_trial(
-            self._id, state=TrialState.RUNNING, params={}, source="ask", heartbeat=beats
-        )
-        try:
-            return self._started(self._fill(reserved, t0))
-        except BaseException:
-            self._storage.finish_trial(reserved.trial_id, state=TrialState.FAILED, value=None)
-            raise
-
-    def _started(self, trial: Trial) -> Trial:
-        if self.config.heartbeat_interval is not None:
-            self._heartbeats[trial.trial_id] = Heartbeat(
-                self._storage, trial.trial_id, self.config.heartbeat_interval
+                self._start_heartbeat(claimed.trial_id)
+                return self._trial(claimed)
+        for _ in range(_RESERVATIONS):
+            reserved = self._storage.create_trial(
+                self._id, state=TrialState.RUNNING, params={}, source="ask", heartbeat=beats
             )
-        return trial
+            self._start_heartbeat(reserved.trial_id)  # beats while the suggestion is computed
+            try:
+                return self._fill(reserved, t0)
+            except TrialAlreadyFinishedError:
+                # failed by another worker's stale-trial sweep while we computed (a beat held up
+                # longer than the grace period): never hand it out; reserve a new trial
+                self._stop_heartbeat(reserved.trial_id)
+            except BaseException:
+                self._stop_heartbeat(reserved.trial_id)
+                self._storage.finish_trial(reserved.trial_id, state=TrialState.FAILED, value=None)
+                raise
+        raise StorageError(
+            f"Study {self.name!r}: {_RESERVATIONS} reserved trials in a row were failed as stale "
+            "while their suggestions were computed. Raise grace_period (now "
+            f"{self.config.stale_after:g} s) well above heartbeat_interval."
+        )
+
+    def _start_heartbeat(self, trial_id: int) -> None:
+        if self.config.heartbeat_interval is not None:
+            self._heartbeats[trial_id] = Heartbeat(
+                self._storage, trial_id, self.config.heartbeat_interval
+            )
+
+    def _stop_heartbeat(self, trial_id: int) -> None:
+        heartbeat = self._heartbeats.pop(trial_id, None)
+        if heartbeat is not None:
+            heartbeat.stop()
 
     def _fill(self, reserved: TrialRecord, t0: float) -> Trial:
         refused: list[dict[str, Any]] = []  # taken by concurrent workers in the meantime
-        for attempt in range(_DUPLICATE_RETRIES + 1):
+        for attempt in itertools.count():
             finished, unfinished = self._trial_cache.refresh()
             done = [] if not self._strategy.spec.model_based else finished  # random needs none
             done = [r for r in done if r.state == TrialState.COMPLETE and r.params]
@@ -232,7 +253,9 @@ class Study:
             attrs: dict[str, Any] = {"seconds_suggest": time.perf_counter() - t0}
             if self._strategy.kernel_expression is not None:
                 attrs["kernel"] = self._strategy.kernel_expression
-            unique = attempt < _DUPLICATE_RETRIES  # a tiny space may hold no unseen point
+            # a tiny space may hold no unseen point: after enough refusals a duplicate is taken;
+            # "enough" grows with the workers, each of which may hold a point we collide with
+            unique = attempt < _DUPLICATE_RETRIES + 2 * len(running)
             key = params_key(params)
             seen = key in self._trial_cache.finished_keys or key in map(params_key, running)
             if not (unique and seen) and self._storage.set_trial_params(
@@ -245,7 +268,7 @@ class Study:
             ):
                 return self._trial(self._storage.get_trial(reserved.trial_id))
             refused.append(params)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable")  # pragma: no cover - itertools.count never ends
 
     def _record_for(self, trial: Trial | int) -> TrialRecord:
         if isinstance(trial, Trial):
@@ -294,9 +317,7 @@ class Study:
             raise InvalidValueError("Pass either a value or failed=True, not both.")
         state = TrialState.FAILED if failed else TrialState.COMPLETE
         checked = None if failed else check_value(value)  # a bad value changes nothing
-        heartbeat = self._heartbeats.pop(record.trial_id, None)
-        if heartbeat is not None:
-            heartbeat.stop()
+        self._stop_heartbeat(record.trial_id)
         finished = self._storage.finish_trial(
             record.trial_id, state=state, value=checked, user_attrs=user_attrs
         )
@@ -759,9 +780,12 @@ def optimize_worker(
     catch: tuple,
     callbacks: Sequence[Callable],
 ) -> int:
-    """One worker process of ``optimize(n_workers=k)``: load the study, run its share."""
+    """One worker process of ``optimize(n_workers=k)``: load the study, run its share (with
+    :data:`~headstart._config.WORKER_HEARTBEAT` when the study sets no heartbeat)."""
     store = get_storage(url)
-    study = Study(store, store.get_study(name).study_id)
+    record = store.get_study(name)
+    stored = StudyConfig.from_json(record.settings).heartbeat_interval is not None
+    study = Study(store, record.study_id, **({} if stored else WORKER_HEARTBEAT))
     study._check_transfer = False  # the parent checks once the workers are done
     study.optimize(
         func, n_trials, timeout=timeout, callbacks=callbacks, catch=catch, show_progress=False

@@ -339,6 +339,37 @@ def studies_delete(
     _console().print(f"Deleted study {name!r} from {study.storage.url}.")  # password masked
 
 
+@studies_app.command("fail-stale")
+def studies_fail_stale(
+    name: Annotated[str, typer.Argument(help="Name of the study.")],
+    older_than: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Fail running trials started (or, with heartbeats, last beating) more than this "
+            "many seconds ago.",
+        ),
+    ],
+    storage: StorageOpt = DEFAULT_STORAGE_URL,
+    reenqueue: Annotated[
+        bool, typer.Option(help="Enqueue each failed trial's configuration again (once).")
+    ] = False,
+) -> None:
+    """Fail the running trials of workers that are gone (killed without heartbeats, say): every
+    later ask treats a running trial as a pending point, so one left behind steers the search.
+    A trial whose worker is alive but slower than --older-than is failed too: its tell then
+    raises."""
+    from headstart.storage import get_storage
+
+    store = get_storage(storage, create=False)
+    record = store.get_study(name)
+    failed = store.fail_stale_trials(
+        record.study_id, older_than, reenqueue=reenqueue, silent=True, reason="stale"
+    )
+    numbers = ", ".join(str(t.number) for t in failed) or "none"
+    _console().print(f"Failed {len(failed)} stale running trial(s) of {name!r}: {numbers}.")
+
+
 # --- report -------------------------------------------------------------------------------------
 @app.command()
 def report(
@@ -540,17 +571,41 @@ def worker(
     timeout: Annotated[
         float | None, typer.Option(help="Start no new trial after this many seconds.")
     ] = None,
+    heartbeat_interval: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Seconds between heartbeats of this worker's running trial (default: the "
+            "study's, or 10 s when it sets none).",
+        ),
+    ] = None,
+    grace_period: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Seconds without a heartbeat after which a running trial is failed by the next "
+            "ask of any worker (default: the study's, or 60 s when it sets none).",
+        ),
+    ] = None,
 ) -> None:
     """Run one worker loop (ask, evaluate, tell) on a shared study.
 
     Start several, on one machine or many, against the same database (PostgreSQL for many
     machines): each ask reserves its own trial, so workers never evaluate the same configuration,
-    and heartbeats (create_study(heartbeat_interval=...)) fail the trials of workers that die.
+    and heartbeats fail the trials of workers that die (the study's create_study(
+    heartbeat_interval=...), else 10 s beats and a 60 s grace period).
     """
     import headstart as hs
+    from headstart._config import WORKER_HEARTBEAT, StudyConfig
+    from headstart.storage import get_storage
 
     func = _load_objective(objective)
-    target = hs.load_study(study, storage)
+    store = get_storage(storage, create=False)
+    beats = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period}
+    if heartbeat_interval is None and grace_period is None:
+        settings = StudyConfig.from_json(store.get_study(study).settings)
+        beats = {} if settings.heartbeat_interval is not None else WORKER_HEARTBEAT
+    target = hs.load_study(study, store, **beats)
     target.optimize(func, n_trials, timeout=timeout, show_progress=sys.stderr.isatty())
     done = [t for t in target.trials if t.state == "complete"]
     _console().print(f"Worker finished: study {study!r} has {len(done)} completed trials.")

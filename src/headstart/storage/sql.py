@@ -64,6 +64,17 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _db_now(conn: Connection) -> str:
+    """The database server's clock (UTC, ISO text), for heartbeats: workers' clocks may differ
+    by seconds, the database's is one clock for all of them. SQLite runs in this process, on
+    this machine's clock (read by SQLite, not by Python)."""
+    if conn.dialect.name == "postgresql":
+        stamp = conn.exec_driver_sql("SELECT clock_timestamp()").scalar()
+        return stamp.astimezone(UTC).isoformat()
+    text = conn.exec_driver_sql("SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now')").scalar()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).isoformat()
+
+
 def _time(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
@@ -666,6 +677,7 @@ class Storage:
         for offset, r in enumerate(rows):
             state = TrialState(r["state"])
             now = _now()
+            beat = _db_now(conn) if r.get("heartbeat") else None
             values = {
                 "study_id": study_id,
                 "number": number + offset,
@@ -676,7 +688,7 @@ class Storage:
                 "user_attrs_json": _dumps(r.get("user_attrs") or {}),
                 "created_at": now,
                 "finished_at": now if state.is_finished else None,
-                "heartbeat_at": now if r.get("heartbeat") else None,
+                "heartbeat_at": beat,
             }
             result = conn.execute(trials_table.insert().values(**values))
             trial_id = int(result.inserted_primary_key[0])
@@ -739,9 +751,15 @@ class Storage:
         params_json = _dumps(params)
 
         def update(conn: Connection) -> bool:
-            study_id = conn.execute(select(t.study_id).where(t.trial_id == trial_id)).scalar()
-            if study_id is None:
+            row = conn.execute(select(t.study_id, t.state).where(t.trial_id == trial_id)).first()
+            if row is None:
                 raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            study_id = row.study_id
+            if row.state != TrialState.RUNNING.value:  # failed meanwhile (a stale-trial sweep)
+                raise TrialAlreadyFinishedError(
+                    f"Trial id {trial_id} is {row.state}, not running: it cannot get a "
+                    "configuration."
+                )
             if conn.dialect.name != "sqlite":  # serialize check-and-write per study
                 conn.execute(
                     select(studies_table.c.study_id)
@@ -777,39 +795,53 @@ class Storage:
             updated = conn.execute(
                 trials_table.update()
                 .where(t.trial_id == trial_id, t.state == TrialState.RUNNING.value)
-                .values(heartbeat_at=_now())
+                .values(heartbeat_at=_db_now(conn))
             )
             return updated.rowcount == 1
 
         return self._write(beat)
 
     def fail_stale_trials(
-        self, study_id: int, grace_seconds: float, *, reenqueue: bool = False
+        self,
+        study_id: int,
+        grace_seconds: float,
+        *,
+        reenqueue: bool = False,
+        silent: bool = False,
+        reason: str = "heartbeat",
     ) -> list[TrialRecord]:
         """Fail the running trials whose heartbeat is older than ``grace_seconds`` (atomically).
 
         Their workers stopped (``kill -9``, a lost machine). Each is marked failed with
-        ``user_attrs["fail_reason"] = "heartbeat"``; with ``reenqueue`` its configuration is
+        ``user_attrs["fail_reason"] = reason``; with ``reenqueue`` its configuration is
         enqueued again once (``user_attrs["retry_of"]`` = its number), unless it was itself a
-        retry. Trials without a heartbeat (studies without heartbeats) are never touched.
+        retry. Ages are measured on the database's clock (:func:`_db_now`), so a worker whose
+        clock is off neither fails live trials nor keeps dead ones. Trials without a heartbeat
+        (studies without heartbeats) are only failed with ``silent=True``, by the age of their
+        creation (``headstart studies fail-stale``).
 
         Returns:
             The trials that were failed.
         """
         t = trials_table.c
-        cutoff = datetime.now(UTC).timestamp() - float(grace_seconds)
 
         def stale_rows(conn: Connection) -> list[Any]:
+            cutoff = datetime.fromisoformat(_db_now(conn)).timestamp() - float(grace_seconds)
             rows = conn.execute(
                 select(
-                    t.trial_id, t.heartbeat_at, t.params_json, t.user_attrs_json, t.number
+                    t.trial_id,
+                    t.heartbeat_at,
+                    t.created_at,
+                    t.params_json,
+                    t.user_attrs_json,
+                    t.number,
                 ).where(
                     t.study_id == study_id,
                     t.state == TrialState.RUNNING.value,
-                    t.heartbeat_at.is_not(None),
+                    *(() if silent else (t.heartbeat_at.is_not(None),)),
                 )
             ).all()
-            return [r for r in rows if _time(r.heartbeat_at).timestamp() < cutoff]
+            return [r for r in rows if _time(r.heartbeat_at or r.created_at).timestamp() < cutoff]
 
         if not self._read(stale_rows):  # the common case: a read, no write lock taken
             return []
@@ -818,7 +850,7 @@ class Storage:
             stale = stale_rows(conn)  # again, under the write lock: another worker may be first
             failed, retries = [], []
             for r in stale:
-                attrs = {**json.loads(r.user_attrs_json), "fail_reason": "heartbeat"}
+                attrs = {**json.loads(r.user_attrs_json), "fail_reason": reason}
                 updated = conn.execute(
                     trials_table.update()
                     .where(t.trial_id == r.trial_id, t.state == TrialState.RUNNING.value)
@@ -863,7 +895,10 @@ class Storage:
             updated = conn.execute(
                 trials_table.update()
                 .where(t.trial_id == trial_id, t.state == TrialState.WAITING.value)
-                .values(state=TrialState.RUNNING.value, heartbeat_at=_now() if heartbeat else None)
+                .values(
+                    state=TrialState.RUNNING.value,
+                    heartbeat_at=_db_now(conn) if heartbeat else None,
+                )
             )
             return trial_id if updated.rowcount == 1 else None
 
