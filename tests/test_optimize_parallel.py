@@ -234,3 +234,35 @@ def test_a_script_without_a_main_guard_is_told_what_to_do(tmp_path):
     assert result.returncode == 1
     assert "InvalidSettingError" in result.stderr and 'if __name__ == "__main__":' in result.stderr
     assert "BrokenProcessPool" not in result.stderr
+
+
+class ExplodeOnce:
+    """Raises on the first call across every worker process (the marker file is created once);
+    every other call takes 0.2 s."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self, params: dict) -> float:
+        import os
+
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            time.sleep(0.2)
+            return objective(params)
+        raise ValueError("bad configuration")
+
+
+def test_a_worker_error_stops_the_other_workers_promptly(tmp_path):
+    """One worker raised at +0.2 s but the call returned 33 s and 75 trials later: now the
+    others are stopped (their running trials failed) and the error re-raised at once."""
+    url = f"sqlite:///{tmp_path / 'stop.db'}"
+    study = hs.create_study("stop", _space(), storage=url, method="random", seed=0)
+    with pytest.raises(ValueError, match="bad configuration"):
+        study.optimize(ExplodeOnce(str(tmp_path / "marker")), 200, n_workers=2, show_progress=False)
+    trials = study.trials
+    assert len(trials) < 20, f"{len(trials)} trials ran after the error"
+    assert all(t.state in ("complete", "failed") for t in trials)  # none left running
+    stopped = [t for t in trials if t.user_attrs.get("fail_reason") == "stopped"]
+    assert all("another worker" in t.user_attrs["error"] for t in stopped)

@@ -8,16 +8,24 @@ name from the same storage URL
 and runs the ordinary ask / evaluate / tell loop for its share of the trials; the storage keeps
 them from duplicating work (reserve-then-suggest) and heartbeats, when the study has them, fail
 the trials of a worker that dies. The parent shows the progress by polling the storage and
-re-raises the first exception a worker did not catch.
+re-raises the first exception a worker did not catch. It does so at once: the other workers are
+told to stop (a flag in the storage, read after every trial, and on local processes a signal
+that fails the trial in flight with ``fail_reason="stopped"``), so a run does not go on for the
+rest of its trials after one worker failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
 import pickle
 import re
+import signal
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -108,7 +116,11 @@ def optimize_in_processes(
     if isinstance(n_workers, int):
         check_main_guard()
         pool = ProcessPoolExecutor(n_workers, mp_context=_local_context())
-        k, submit, close = n_workers, pool.submit, pool.shutdown
+        k, submit = n_workers, pool.submit
+
+        def close():
+            pool.shutdown(wait=True, cancel_futures=True)
+
     else:
         client = _dask_client(n_workers)
         k = max(len(client.scheduler_info().get("workers", {})), 1)
@@ -121,16 +133,78 @@ def optimize_in_processes(
                 client.close()
 
     shares = [s for s in (n_trials // k + (i < n_trials % k) for i in range(k)) if s]
+    stop_key = f"stop-run/{uuid.uuid4().hex}"
     try:
         if prefit is not None:
             prefit(None if isinstance(n_workers, int) else _dask_map(client))
         futures = [
-            submit(worker, url, study.name, func, s, timeout, catch, tuple(callbacks))
+            submit(
+                _stoppable, worker, stop_key, (url, study.name, func, s, timeout, catch, callbacks)
+            )
             for s in shares
         ]
-        _wait(study, futures, n_trials, show_progress)
+        try:
+            _wait(study, futures, n_trials, show_progress)
+        except BaseException:
+            study.storage.put_cache(stop_key, "stop-run", {})  # workers stop after this trial
+            if isinstance(n_workers, int):
+                _terminate(pool)  # ... and local ones at once, failing the trial in flight
+            raise
     finally:
         close()
+        study.storage.clear_cache(key=stop_key)
+
+
+class WorkerStopped(BaseException):
+    """Raised in a worker process told to stop: its trial in flight is failed as ``"stopped"``."""
+
+    fail_reason = "stopped"
+
+
+_RUNNING = {"task": False}  # in a worker process: whether a task of optimize() is running
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    if _RUNNING["task"]:  # an idle pool process ignores it (it may hold the task queue's lock)
+        raise WorkerStopped("stopped: another worker of this optimize() call failed")
+
+
+def _stoppable(worker: Callable[..., Any], stop_key: str, args: tuple) -> Any:
+    """Run ``worker(url, name, func, n_trials, timeout, catch, callbacks)`` (``args``) so that
+    the parent can stop it: ``SIGUSR1`` raises :class:`WorkerStopped` in a local worker process
+    (:func:`_terminate`), and after every trial the stop flag ``stop_key`` is read from the
+    storage (any worker, Dask's included)."""
+
+    def check_stop(study: Any, trial: Any) -> None:
+        if study.storage.get_cache(stop_key) is not None:
+            study.stop()
+
+    local = (  # a local worker process's main thread (not a Dask worker's thread)
+        mp.parent_process() is not None
+        and threading.current_thread() is threading.main_thread()
+        and hasattr(signal, "SIGUSR1")
+    )
+    if local:
+        signal.signal(signal.SIGUSR1, _on_stop_signal)  # stays: idle, it ignores the signal
+        _RUNNING["task"] = True
+    try:
+        *head, callbacks = args
+        return worker(*head, (*callbacks, check_stop))
+    except WorkerStopped:
+        return 0
+    finally:
+        _RUNNING["task"] = False
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Signal every process of ``pool`` to stop its task (``SIGUSR1``): the trial in flight is
+    failed as ``"stopped"`` and the process returns to the pool, which then shuts down."""
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    for process in list(getattr(pool, "_processes", {}).values()):
+        if process.is_alive() and process.pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGUSR1)
 
 
 def _local_context() -> Any:

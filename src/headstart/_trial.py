@@ -132,7 +132,8 @@ def check_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
 def failure_attrs(error: BaseException) -> dict[str, str]:
     """What a failed evaluation stores: the error and its traceback (as text)."""
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    return {"fail_reason": "exception", "error": repr(error), "traceback": trace[-8000:]}
+    reason = getattr(error, "fail_reason", "exception")  # "stopped": see _parallel.WorkerStopped
+    return {"fail_reason": reason, "error": repr(error), "traceback": trace[-8000:]}
 
 
 @dataclass(frozen=True)

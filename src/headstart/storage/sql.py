@@ -1046,9 +1046,12 @@ class Storage:
                     raise
                 time.sleep(0.01 * 2**attempt)
 
-    def clear_cache(self, kind: str | None = None) -> int:
-        """Delete every cache entry (or those of one ``kind``); returns how many were deleted."""
+    def clear_cache(self, kind: str | None = None, *, key: str | None = None) -> int:
+        """Delete every cache entry (or those of one ``kind``, or the one ``key``); returns how
+        many were deleted."""
         query = model_cache_table.delete()
         if kind is not None:
             query = query.where(model_cache_table.c.kind == kind)
+        if key is not None:
+            query = query.where(model_cache_table.c.key == key)
         return int(self._write(lambda conn: conn.execute(query).rowcount))
