@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from headstart._cached import cached
 from headstart._config import StudyConfig
 from headstart._engine.threads import limit_threads
 from headstart._meta import ranked_configurations
@@ -199,9 +200,7 @@ class Strategy:
         """``surrogate`` with the warm-start state the study saved last (a resumed study then
         suggests what a continuous run would)."""
         if self.cache is not None and self.state_key is not None:
-            state = self.cache.get_cache(self.state_key)
-            if state:
-                surrogate.load_state(state)
+            cached(self.cache, self.state_key, surrogate.load_state, "surrogate state")
         return surrogate
 
     def _save_state(self) -> None:

@@ -38,7 +38,6 @@ from headstart.exceptions import (
     InvalidValueError,
     NoCompletedTrialsError,
     SearchSpaceError,
-    SourceFileError,
     StorageError,
     TrialAlreadyFinishedError,
     UnknownTrialError,
@@ -537,11 +536,9 @@ class Study:
                 )
             return doc["trials"]
         if suffix == "csv":
-            import pandas as pd
+            from headstart.sources._tables import read_csv_file
 
-            if not os.path.exists(path):
-                raise SourceFileError(f"No file {str(path)!r}; check the path.")
-            return pd.read_csv(path)
+            return read_csv_file(path)
         raise InvalidSettingError(
             f"add_trials reads .csv and .json files; got {str(path)!r}. Pass pairs, dicts or a "
             "DataFrame for anything else."

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from headstart.exceptions import (
     InvalidParamsError,
     InvalidSettingError,
@@ -93,16 +91,25 @@ class Trial:
 
 def check_value(value: Any) -> float:
     """Validate an objective value: a finite real number (bools and strings are refused)."""
-    if isinstance(value, np.ndarray) and value.size == 1:
-        value = value.item()
-    if hasattr(value, "item") and not isinstance(value, int | float):  # torch / numpy scalars
+    if hasattr(value, "item") and not isinstance(value, int | float):  # numpy / torch scalars
+        numel = getattr(value, "numel", None)  # torch: a method; numpy: the size attribute
+        size = numel() if callable(numel) else getattr(value, "size", 1)
+        if size != 1:
+            raise InvalidValueError(
+                f"The objective value must be one real number; got an array of shape "
+                f"{tuple(getattr(value, 'shape', ()))}. Return a scalar (e.g. the mean, or the "
+                "loss you optimize)."
+            )
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidValueError(
             f"The objective value must be a real number; got {value!r} ({type(value).__name__}). "
             "Return a float, or tell the trial with failed=True."
         )
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float's range (2**1024)
+        value = math.inf if value > 0 else -math.inf
     if not math.isfinite(value):
         raise InvalidValueError(
             f"The objective value must be finite; got {value!r}. If the evaluation failed, use "
@@ -193,6 +200,12 @@ def rows_from(trials: Any, names: list[str]) -> ImportedRows:
     failed rows are kept; running, waiting and pruned ones are counted as skipped."""
     if hasattr(trials, "to_dict") and hasattr(trials, "columns"):  # a DataFrame
         return _rows_from_frame(trials, names)
+    if isinstance(trials, str | bytes | Mapping) or not hasattr(trials, "__iter__"):
+        raise InvalidValueError(
+            "add_trials expects (params, value) pairs, {'params': ..., 'value': ...} dicts, a "
+            f"DataFrame or the path of a .csv / .json file; got {type(trials).__name__} "
+            f"{trials!r:.80}."
+        )
     out = ImportedRows([])
     for item in trials:
         if isinstance(item, Mapping) and "params" in item:

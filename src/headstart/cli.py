@@ -505,8 +505,10 @@ def import_csv(
     for path in (file, space):
         if not path.exists():
             raise SourceFileError(f"No file {str(path)!r}; check the path.")
-    spec = json.loads(space.read_text(encoding="utf-8"))
-    parsed = SearchSpace.from_json(spec.get("space", spec))
+    from headstart.sources._export import read_json_file
+
+    spec = read_json_file(space)
+    parsed = SearchSpace.from_json(spec.get("space", spec) if isinstance(spec, dict) else spec)
     _create_imported(name or file.stem, parsed, direction, storage, pd.read_csv(file))
 
 

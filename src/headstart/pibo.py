@@ -113,9 +113,10 @@ class UserBelief:
         for i, config in enumerate(configs):
             try:
                 value = float(self.density(config))
-            except (TypeError, ValueError) as e:
+            except Exception as e:  # the user's code: whatever it raises, say where
                 raise PriorDensityError(
-                    f"prior_density must return a number; at {config!r} it raised {e!r}."
+                    f"prior_density must return a number; at {config!r} it raised {e!r}. It "
+                    "receives a configuration dict of the study's space."
                 ) from e
             if not (math.isfinite(value) and value >= 0.0):
                 raise PriorDensityError(

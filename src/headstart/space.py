@@ -39,6 +39,38 @@ Scalar = str | int | float | bool | None
 MAX_INTEGER_GRID = 1 << 16  # Int columns with more values are searched as continuous
 
 
+#: Column names of a trials export besides the parameters: a parameter may not take one, or an
+#: export read back (``add_trials``, ``headstart import``) could not tell it from the metadata.
+RESERVED_NAMES = frozenset(
+    {"value", "number", "state", "source", "datetime_start", "datetime_complete", "duration"}
+)
+#: Integers beyond this are not all representable as float64, which the unit-cube encoding uses.
+MAX_INT_BOUND = 2**53
+
+
+def check_text(label: str, text: Any, error: type[Exception], *, empty: bool = False) -> str:
+    """``text`` if it is a non-empty string every storage can hold; ``error`` otherwise.
+
+    Refused: a NUL character (PostgreSQL text cannot store it, SQLite can: a study would work on
+    one and fail on the other) and lone surrogates (not encodable as UTF-8; they come from
+    decoding bytes with ``errors="surrogateescape"``).
+    """
+    if not isinstance(text, str) or not (empty or text.strip()):
+        raise error(f"{label} must be a non-empty string; got {text!r}.")
+    if "\x00" in text:
+        raise error(
+            f"{label} {text!r} contains a NUL character, which PostgreSQL cannot store; remove it."
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise error(
+            f"{label} {text!r} is not valid Unicode (a lone surrogate, as decoding bytes with "
+            "errors='surrogateescape' leaves); decode it properly or replace those characters."
+        ) from None
+    return text
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
@@ -168,8 +200,14 @@ class Int(_Numeric):
     def __post_init__(self) -> None:
         for label in ("low", "high"):
             v = getattr(self, label)
-            if not _is_number(v) or float(v) != int(v):
+            if not _is_number(v) or not math.isfinite(v) or float(v) != int(v):
                 raise SearchSpaceError(f"Int {label} must be an integer; got {v!r}.")
+            if abs(int(v)) > MAX_INT_BOUND:
+                raise SearchSpaceError(
+                    f"Int {label} = {int(v)} is beyond +-2**53, where float64 (the encoding "
+                    "every model uses) no longer holds every integer; use hs.Float(..., log=True) "
+                    "for so wide a range and round in the objective."
+                )
             object.__setattr__(self, label, int(v))
         self._check_bounds()
 
@@ -243,6 +281,8 @@ class Categorical:
                 )
             if isinstance(c, float) and not math.isfinite(c):
                 raise SearchSpaceError(f"Categorical choices must be finite; got {c!r}.")
+            if isinstance(c, str):
+                check_text("A categorical choice", c, SearchSpaceError, empty=True)
         keys = [_choice_key(c) for c in choices]
         dupes = sorted({repr(c) for c, k in zip(choices, keys, strict=True) if keys.count(k) > 1})
         if dupes:
@@ -317,6 +357,12 @@ class Fixed:
         v = self.value
         if v is not None and not isinstance(v, str | int | float | bool):
             raise SearchSpaceError(f"Fixed value must be str, int, float, bool or None; got {v!r}.")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise SearchSpaceError(
+                f"Fixed value must be finite; got {v!r} (JSON, and so the storage, has no NaN)."
+            )
+        if isinstance(v, str):
+            check_text("A fixed value", v, SearchSpaceError, empty=True)
 
     def cast(self, name: str, value: Any) -> Scalar:
         if _choice_key(value) != _choice_key(self.value) and not (
@@ -382,8 +428,12 @@ class SearchSpace(Mapping[str, Param]):
             )
         self._params: dict[str, Param] = {}
         for name, p in params.items():
-            if not isinstance(name, str) or not name:
-                raise SearchSpaceError(f"Parameter names must be non-empty strings; got {name!r}.")
+            check_text("A parameter name", name, SearchSpaceError)
+            if name in RESERVED_NAMES:
+                raise SearchSpaceError(
+                    f"Parameter name {name!r} is reserved: trials exports have a {name!r} column "
+                    f"besides the parameters ({sorted(RESERVED_NAMES)}); rename the parameter."
+                )
             if not isinstance(p, Float | Int | Categorical | Fixed):
                 if p is None or isinstance(p, str | int | float | bool):
                     p = Fixed(p)
@@ -570,7 +620,9 @@ class SearchSpace(Mapping[str, Param]):
     def from_json(cls, data: Mapping) -> SearchSpace:
         try:
             return cls({n: _param_from_json(d) for n, d in data["params"].items()})
-        except (KeyError, TypeError, AttributeError) as e:
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            if isinstance(e, SearchSpaceError):
+                raise
             raise SearchSpaceError(f"Not a serialised headstart search space: {e!r}.") from e
 
 

@@ -36,7 +36,7 @@ from headstart.exceptions import (
 )
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, JointDensity, UserBelief, pibo_active
 from headstart.sources import resolve_prior_model, resolve_sources
-from headstart.space import SearchSpace, describe_difference, widening_problem
+from headstart.space import SearchSpace, check_text, describe_difference, widening_problem
 from headstart.storage import DEFAULT_STORAGE_URL, get_storage
 from headstart.storage.meta_data import save_meta_data
 
@@ -199,8 +199,11 @@ def create_study(
             method or (unless ``load_if_exists=True``) settings; or at all, with
             ``load_if_exists=False``. A stored study's settings are never rewritten.
     """
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidSettingError(f"Study name must be a non-empty string; got {name!r}.")
+    check_text("Study name", name, InvalidSettingError)
+    if not isinstance(load_if_exists, bool) and load_if_exists is not None:
+        raise InvalidSettingError(
+            f"load_if_exists must be True, False or None; got {load_if_exists!r}."
+        )
     if not isinstance(space, SearchSpace):
         raise InvalidSettingError(
             f"space must be a hs.SearchSpace; got {type(space).__name__}. Wrap your dict: "

@@ -131,9 +131,14 @@ class MaternGP:
         return {"raw": self._params.to_raw().tolist(), "n_at_default_fit": self._n_at_default_fit}
 
     def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state`; a damaged one (non-numbers, log-parameters beyond +-50, i.e.
+        lengthscales or variances outside e^+-50) raises ``ValueError`` (the caller drops it)."""
         raw = state.get("raw")
         if raw is not None and len(raw) == len(self.is_cat) + 2:
-            self._params = GPParams.from_raw(np.asarray(raw, dtype=np.float64))
+            raw = np.asarray(raw, dtype=np.float64)
+            if not (np.isfinite(raw).all() and np.abs(raw).max() <= 50.0):
+                raise ValueError(f"GP state holds log-parameters {raw.tolist()} (need |x| <= 50)")
+            self._params = GPParams.from_raw(raw)
             self._n_at_default_fit = int(state.get("n_at_default_fit", 0))
 
     def diagnostics(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from headstart._cached import cached
 from headstart._engine.protocols import ModelCache
 from headstart._meta import data_hash
 
@@ -41,10 +42,9 @@ def cached_meta_gps(
     from headstart._transfer.metafit import MetaGPs, fit_meta_gps
 
     key = meta_gps_key(meta_tasks, is_cat) if cache is not None else None
-    if cache is not None:
-        stored = cache.get_cache(key)
-        if stored is not None:
-            return MetaGPs.from_json(stored, meta_tasks, is_cat)
+    stored = cached(cache, key, lambda s: MetaGPs.from_json(s, meta_tasks, is_cat), "meta GPs")
+    if stored is not None:
+        return stored
     meta = fit_meta_gps(meta_tasks, is_cat, seed=META_FIT_SEED, map=map)
     if cache is not None:
         cache.put_cache(key, "meta-gps", meta.to_json())

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
 from headstart._transfer.features import N_BASIS, FeatureNet, train_features
@@ -224,18 +225,13 @@ def load_or_train(
     r"""The sources' feature network from ``cache`` (checksum verified), else trained (and
     stored). ``progress``: a progress bar over the training (``create_study`` shows one); a
     training of more than 5,000 source evaluations always shows one."""
-    from headstart.exceptions import ModelFittingError
 
     check_sources(meta_tasks)
     n = sum(t.n for t in meta_tasks)
     key = cache_key(meta_tasks, mode, seed, truncation)
-    if cache is not None:
-        stored = cache.get_cache(key)
-        if stored is not None:
-            try:
-                return FeatureNet.from_json(stored)
-            except ModelFittingError:
-                pass  # tampered or corrupt: train again and overwrite it
+    stored = cached(cache, key, FeatureNet.from_json, "feature basis")
+    if stored is not None:
+        return stored
     from headstart._progress import TrainingProgress
 
     description = f"training the {mode} basis on {n} source evaluations"

@@ -29,6 +29,11 @@ FORMAT = "headstart.mphd-prior"
 VERSION = 1
 LENGTHSCALE_MODES = ("network", "shared")
 GAMMA_FLOOR = 1e-6  # added to softplus outputs: shapes and rates stay positive
+# What a usable prior holds: gamma shapes and rates within GAMMA_RANGE (a rate of 1e300 pins a
+# lengthscale at 0 and every GP fit fails), network weights within MAX_WEIGHT. A file that
+# passes its checksum but not these (edited, then re-hashed) is refused when it is read.
+GAMMA_RANGE = (1e-12, 1e12)
+MAX_WEIGHT = 1e4
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -77,8 +82,11 @@ class PriorModel:
             )
         for name in ("shared_lengthscale", "outputscale", "noise"):
             pair = tuple(float(v) for v in getattr(self, name))
-            if len(pair) != 2 or not all(math.isfinite(v) and v > 0 for v in pair):
-                raise PriorModelError(f"{name} must be two positive numbers (a, b); got {pair}.")
+            low, high = GAMMA_RANGE
+            if len(pair) != 2 or not all(math.isfinite(v) and low <= v <= high for v in pair):
+                raise PriorModelError(
+                    f"{name} must be two numbers (a, b) in [{low:g}, {high:g}]; got {pair}."
+                )
             object.__setattr__(self, name, pair)
         for name in ("feature_mean", "feature_std"):
             values = [float(v) for v in getattr(self, name)]
@@ -103,9 +111,24 @@ class PriorModel:
                 raise PriorModelError(f"Layer {i} has shape {W.shape} / {b.shape}.")
             if not (np.isfinite(W).all() and np.isfinite(b).all()):
                 raise PriorModelError(f"Layer {i} holds NaN or infinite weights.")
+            if max(np.abs(W).max(initial=0.0), np.abs(b).max(initial=0.0)) > MAX_WEIGHT:
+                raise PriorModelError(
+                    f"Layer {i} holds weights beyond +-{MAX_WEIGHT:g}: not a trained prior "
+                    "(pre-training keeps them small). Use the original file or pre-train again."
+                )
             width = W.shape[0]
         if width != 2:
             raise PriorModelError(f"The network must output 2 numbers (a, b); it outputs {width}.")
+        for kinds in (["continuous"], ["integer", "categorical"] * 4, ["continuous"] * 32):
+            a, b = self.lengthscale_gammas(kinds)
+            low, high = GAMMA_RANGE
+            if not all(
+                np.isfinite(v).all() and (v >= low).all() and (v <= high).all() for v in (a, b)
+            ):
+                raise PriorModelError(
+                    f"The network gives lengthscale gammas outside [{low:g}, {high:g}] (for a "
+                    f"space of {len(kinds)} columns): not a usable prior. Pre-train it again."
+                )
 
     # --- use -----------------------------------------------------------------------------------
     def lengthscale_gammas(self, kinds: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

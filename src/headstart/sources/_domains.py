@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from headstart._cached import cached
 from headstart.exceptions import (
     EmptySourceError,
     InvalidParamsError,
@@ -203,13 +204,13 @@ def resolve_prior_model(
     else:
         domains = _domains(transfer_from, store, exclude)
         key = _data_key(domains, {"lengthscale": lengthscale, "seed": seed})
-        if store.get_cache(key) is not None:
-            return key
+        if cached(store, key, PriorModel.from_json, "MPHD prior") is not None:
+            return key  # a damaged one is dropped (with a warning) and pre-trained again
         from headstart._progress import StagesProgress
 
         with StagesProgress() as bar:
             prior = pretrain(domains, lengthscale=lengthscale, seed=seed, progress=bar.update)
-    if store.get_cache(key) is None:
+    if cached(store, key, PriorModel.from_json, "MPHD prior") is None:
         store.put_cache(key, "mphd-prior", prior.to_json())
     return key
 

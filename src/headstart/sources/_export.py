@@ -52,24 +52,59 @@ def export_document(
     }
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"key(s) {twice} appear twice in one object; which one is meant?")
+    return dict(pairs)
+
+
+def read_json_file(path: str | os.PathLike) -> Any:
+    """A JSON file's content; an object with a key given twice is refused (JSON parsers keep
+    one of them silently).
+
+    Raises:
+        SourceFileError: the file is missing, not UTF-8 JSON, or repeats a key.
+    """
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except FileNotFoundError as e:
+        raise SourceFileError(f"No file {str(path)!r}; check the path.") from e
+    except (ValueError, UnicodeDecodeError, OSError) as e:  # JSONDecodeError is a ValueError
+        raise SourceFileError(f"{str(path)!r} is not a valid JSON file ({e}).") from e
+
+
+_EXPORT_KEYS = {"name": str, "direction": str, "space": dict, "trials": list}
+
+
 def read_export(path: str | os.PathLike) -> dict[str, Any]:
     """Read and check an exported study document.
 
     Raises:
-        SourceFileError: the file is missing, not JSON, or not a headstart study export.
+        SourceFileError: the file is missing, not JSON, or not a headstart study export (its
+            keys and each trial's ``params`` / ``state`` are checked).
     """
+    doc = read_json_file(path)
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise SourceFileError(f"No file {str(path)!r}; check the path.") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SourceFileError(f"{str(path)!r} is not a JSON file ({e}).") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SourceFileError(
             f"{str(path)!r} is not a headstart study export (format {FORMAT!r}); write one with "
             "`headstart studies export NAME --json FILE`."
         )
+    wrong = [k for k, kind in _EXPORT_KEYS.items() if not isinstance(doc.get(k), kind)]
+    if wrong:
+        raise SourceFileError(
+            f"{str(path)!r} is a damaged study export: {wrong} missing or of the wrong type "
+            f"(expected {', '.join(f'{k}: {_EXPORT_KEYS[k].__name__}' for k in wrong)}). "
+            "Export the study again."
+        )
+    for i, trial in enumerate(doc["trials"]):
+        if not isinstance(trial, dict) or not isinstance(trial.get("params"), dict):
+            raise SourceFileError(
+                f"{str(path)!r} is a damaged study export: trial {i} has no 'params' object."
+            )
     _check_direction(doc["direction"])
     return doc
 
@@ -100,4 +135,11 @@ def from_export(path: str | os.PathLike, space: SearchSpace) -> MetaTask:
     return MetaTask(doc["name"], space.encode(configs), values, doc["direction"])
 
 
-__all__ = ["FORMAT", "completed_pairs", "export_document", "from_export", "read_export"]
+__all__ = [
+    "FORMAT",
+    "completed_pairs",
+    "export_document",
+    "from_export",
+    "read_export",
+    "read_json_file",
+]

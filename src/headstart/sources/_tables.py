@@ -25,16 +25,14 @@ from headstart.exceptions import (
     SourceSpaceMismatchError,
 )
 from headstart.sources._task import _finite
-from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
+from headstart.space import RESERVED_NAMES, Categorical, Fixed, Float, Int, SearchSpace
 from headstart.storage import TrialState
 
 if TYPE_CHECKING:
     import pandas as pd
 
 #: Columns of a ``trials_dataframe()`` export (headstart's or Optuna's) that are not parameters.
-EXPORT_COLUMNS = frozenset(
-    {"number", "state", "source", "datetime_start", "datetime_complete", "duration"}
-)
+EXPORT_COLUMNS = RESERVED_NAMES - {"value"}
 EXPORT_PREFIXES = ("user_attrs_", "system_attrs_", "seconds_", "intermediate_values")
 
 
@@ -210,6 +208,28 @@ def from_dataframe(
     )
 
 
+def read_csv_file(path: str | os.PathLike) -> Any:
+    """A CSV file as a DataFrame whose error messages can name the file's lines.
+
+    Raises:
+        SourceFileError: the file is missing, binary or not CSV.
+        EmptySourceError: the file is empty (no header row).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError as e:
+        raise SourceFileError(f"No CSV file at {str(path)!r}; check the path.") from e
+    except pd.errors.EmptyDataError as e:
+        raise EmptySourceError(f"CSV file {str(path)!r} is empty; it needs a header row.") from e
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as e:
+        raise SourceFileError(f"Cannot read {str(path)!r} as CSV: {e}") from e
+    df.attrs[_CSV_FILE] = path.name  # error messages give the line of the file
+    return df
+
+
 def from_csv(
     path: str | os.PathLike,
     space: SearchSpace,
@@ -227,18 +247,8 @@ def from_csv(
     Raises:
         SourceFileError: the file is missing or is not CSV.
     """
-    import pandas as pd
-
     path = Path(path)
-    try:
-        df = pd.read_csv(path)
-    except FileNotFoundError as e:
-        raise SourceFileError(f"No CSV file at {str(path)!r}; check the path.") from e
-    except pd.errors.EmptyDataError as e:
-        raise EmptySourceError(f"CSV file {str(path)!r} is empty; it needs a header row.") from e
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
-        raise SourceFileError(f"Cannot read {str(path)!r} as CSV: {e}") from e
-    df.attrs[_CSV_FILE] = path.name  # error messages give the line of the file
+    df = read_csv_file(path)
     return from_dataframe(
         df,
         space,

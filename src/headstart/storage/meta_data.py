@@ -52,12 +52,18 @@ def load_meta_data(storage, key: str) -> list[MetaTask]:
             f"The meta-data of this study ({key}) are missing from {storage.url}; the model "
             "cache table was cleared. Recreate the study with transfer_from=... ."
         )
-    return [
-        MetaTask(
-            t["name"],
-            np.asarray(t["X"], dtype=np.float64).reshape(len(t["y"]), -1),
-            np.asarray(t["y"], dtype=np.float64),
-            t["direction"],
-        )
-        for t in stored["tasks"]
-    ]
+    try:
+        return [
+            MetaTask(
+                t["name"],
+                np.asarray(t["X"], dtype=np.float64).reshape(len(t["y"]), -1),
+                np.asarray(t["y"], dtype=np.float64),
+                t["direction"],
+            )
+            for t in stored["tasks"]
+        ]
+    except (KeyError, TypeError, ValueError) as e:  # MetaTask's own checks raise ValueErrors
+        raise StorageError(
+            f"The meta-data of this study ({key}) in {storage.url} are damaged ({e!r}); they "
+            "are the study's sources, not a cache. Recreate the study with transfer_from=... ."
+        ) from e

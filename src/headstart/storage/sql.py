@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, 
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+from headstart._cached import drop
 from headstart._display import mask_url, redact, remember_url
 from headstart.exceptions import (
     DuplicatedStudyError,
@@ -258,6 +259,12 @@ class Storage:
         self._raw_url = url
         self.url = mask_password(url)
         """The URL with its password masked: what messages, ``repr`` and the CLI show."""
+        if isinstance(url, str) and url.split("?", 1)[0] in ("sqlite:///", "sqlite+pysqlite:///"):
+            raise StorageError(
+                f"{url!r} names no file (SQLAlchemy would open a throw-away in-memory database "
+                "and lose every study at exit). Give a path, e.g. sqlite:///headstart.db, or "
+                "pass storage=None for an in-memory study on purpose."
+            )
         path = _sqlite_file(url)
         if not create and path is not None and not os.path.exists(path):
             raise StorageNotFoundError(
@@ -1013,7 +1020,16 @@ class Storage:
         text = self._read(
             lambda conn: conn.execute(select(c.value_json).where(c.key == key)).scalar()
         )
-        return None if text is None else json.loads(text)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError(f"a {type(value).__name__}, not a JSON object")
+        except ValueError as e:  # a damaged row: a cache, so dropped and rebuilt by the caller
+            drop(self, key, "entry", e)
+            return None
+        return value
 
     def put_cache(self, key: str, kind: str, value: dict[str, Any]) -> None:
         """Store ``value`` (a JSON-ready dict) under ``key``, replacing any older entry.
