@@ -317,6 +317,10 @@ class Categorical:
                 return i
         if isinstance(value, np.generic):  # numpy scalars from DataFrames
             return self.index(value.item())
+        if _is_number(value):  # a table column made 0 a 0.0 (pandas): the one equal number
+            equal = [i for i, c in enumerate(self.choices) if _is_number(c) and c == value]
+            if len(equal) == 1:
+                return equal[0]
         return -1
 
     def to_unit(self, value: Any) -> float:
