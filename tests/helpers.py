@@ -4,15 +4,18 @@
   ``ask`` / ``tell`` / storage run their workers in ``spawn``-ed processes that wait at one
   barrier before the call under test;
 * :func:`backend_url`: the storage URL of a test parametrized over SQLite and PostgreSQL;
+  :func:`fresh_url`: the same, an empty storage each time (a throw-away PostgreSQL database);
 * :func:`benchmark_script`: a ``benchmarks/*.py`` script as a module, for smoke runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import multiprocessing as mp
 import os
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +27,20 @@ def release_together(
     args: Callable[[Any, int], tuple],
     n: int,
     timeout: float = 300,
+    *,
+    preloaded: bool = False,
 ) -> None:
     """Run ``target(*args(barrier, i))`` in ``n`` spawned processes that share one barrier (so
-    their calls overlap), wait for them, and check that every one exited cleanly."""
-    ctx = mp.get_context("spawn")
+    their calls overlap), wait for them, and check that every one exited cleanly.
+
+    ``preloaded``: fork them from headstart's fork server, which imported torch and the models
+    once (``optimize(n_workers=k)``'s), instead of paying the ~2 s import in each of ``n``."""
+    if preloaded:
+        from headstart._parallel import _local_context
+
+        ctx = _local_context()
+    else:
+        ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(n)
     procs = [ctx.Process(target=target, args=args(barrier, i)) for i in range(n)]
     for p in procs:
@@ -43,6 +56,33 @@ def backend_url(backend: str, tmp_path: Path, filename: str = "test.db") -> str:
     if backend == "postgresql":
         return os.environ.get("HEADSTART_TEST_POSTGRES_URL") or pytest.skip("no PostgreSQL")
     return f"sqlite:///{tmp_path / filename}"
+
+
+@contextlib.contextmanager
+def fresh_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """An empty storage: a new SQLite file, or a new database on the PostgreSQL server of
+    ``.ci/run`` (dropped afterwards; skipped when there is no server), so tests that count the
+    studies of a storage run unchanged on both."""
+    if backend != "postgresql":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    url = backend_url(backend, tmp_path)
+    from sqlalchemy import create_engine, text
+
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        yield f"{url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        from headstart.storage import sql
+
+        for storage in list(sql._OPEN_FILES):  # nothing to fold for a server; just in case
+            storage.close()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+        admin.dispose()
 
 
 def benchmark_script(name: str) -> Any:

@@ -388,3 +388,13 @@ def test_report_time_script_smoke(tmp_path):
     module.main(["--trials", "6", "--repeats", "1", "--studies", "gp", "--conditions", "idle",
                  "--out", str(out)])  # fmt: skip
     assert "| gp | idle |" in out.with_suffix(".md").read_text()
+
+
+def test_storage_probe_script_smoke(tmp_path):
+    module = benchmark_script("storage_probe")
+    path = module.main(
+        ["--probes", "stop", "--runs", "1", "--label", "smoke", "--out", str(tmp_path / "p")]
+    )
+    rows = path.read_text().splitlines()
+    assert rows[0].startswith("label,probe") and any("trials left running,0," in r for r in rows)
+    assert "| stop | sqlite | trials run |" in (tmp_path / "p.md").read_text()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import headstart as hs
+from headstart.testing.faults import ExplodeOnce
 
 
 def _space() -> hs.SearchSpace:
@@ -234,24 +235,6 @@ def test_a_script_without_a_main_guard_is_told_what_to_do(tmp_path):
     assert result.returncode == 1
     assert "InvalidSettingError" in result.stderr and 'if __name__ == "__main__":' in result.stderr
     assert "BrokenProcessPool" not in result.stderr
-
-
-class ExplodeOnce:
-    """Raises on the first call across every worker process (the marker file is created once);
-    every other call takes 0.2 s."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __call__(self, params: dict) -> float:
-        import os
-
-        try:
-            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            time.sleep(0.2)
-            return objective(params)
-        raise ValueError("bad configuration")
 
 
 def test_a_worker_error_stops_the_other_workers_promptly(tmp_path):

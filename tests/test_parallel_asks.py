@@ -39,7 +39,9 @@ def _worker(url: str, name: str, barrier, rounds: int) -> None:
 def _run(url: str, method: str, **settings) -> list[hs.Trial]:
     name = f"par-{method}-{uuid.uuid4().hex[:8]}"
     hs.create_study(name, _space(), storage=url, method=method, seed=3, **settings)
-    release_together(_worker, lambda barrier, _: (url, name, barrier, ROUNDS), N_WORKERS)
+    release_together(
+        _worker, lambda barrier, _: (url, name, barrier, ROUNDS), N_WORKERS, preloaded=True
+    )
     trials = hs.load_study(name, url).trials
     hs.delete_study(name, url)
     return trials
@@ -120,8 +122,10 @@ def test_sixteen_gp_workers_on_a_discrete_space_never_duplicate(tmp_path, backen
     ran out)."""
     url = backend_url(backend, tmp_path, "sixteen.db")
     name = f"sixteen-{uuid.uuid4().hex[:8]}"
-    hs.create_study(name, _discrete_space(), storage=url, method="gp", seed=0, n_initial=4)
-    release_together(_discrete_worker, lambda barrier, _: (url, name, barrier, 3), 16, timeout=600)
+    hs.create_study(name, _discrete_space(), storage=url, method="gp", seed=0, n_initial=2)
+    release_together(  # round 1: the initial design; then 16 GP suggestions at once, twice
+        _discrete_worker, lambda barrier, _: (url, name, barrier, 3), 16, 600, preloaded=True
+    )
     trials = hs.load_study(name, url).trials
     assert len(trials) == 48 and all(t.state == "complete" for t in trials)
     configs = [json.dumps(t.params, sort_keys=True) for t in trials]

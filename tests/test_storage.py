@@ -19,8 +19,19 @@ from headstart.exceptions import (
     UnknownTrialError,
 )
 from headstart.storage import SCHEMA_VERSION, Storage, TrialState, get_storage
+from helpers import fresh_url
 
 SPACE = {"params": {"x": {"type": "float", "low": 0.0, "high": 1.0}}}
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
+)
+def url(request, tmp_path):
+    """An empty storage on SQLite, then on PostgreSQL: the tests that take ``url`` run as one
+    suite on both backends."""
+    with fresh_url(request.param, tmp_path) as fresh:
+        yield fresh
 
 
 def new_study(store: Storage, name: str = "s"):
@@ -34,8 +45,7 @@ def test_memory_storages_are_independent():
     assert b.list_studies() == []
 
 
-def test_file_storage_is_shared_and_reopened(tmp_path):
-    url = f"sqlite:///{tmp_path / 'h.db'}"
+def test_file_storage_is_shared_and_reopened(url):
     assert get_storage(url) is get_storage(url)
     record = new_study(get_storage(url))
     fresh = Storage(url)  # a second engine, as another process would have
@@ -43,8 +53,8 @@ def test_file_storage_is_shared_and_reopened(tmp_path):
     assert fresh.get_study("s").space == SPACE and fresh.get_study("s").settings == {"seed": 1}
 
 
-def test_duplicate_and_unknown_study_messages():
-    store = get_storage(None)
+def test_duplicate_and_unknown_study_messages(url):
+    store = Storage(url)
     new_study(store, "a")
     with pytest.raises(DuplicatedStudyError, match="'a' already exists"):
         new_study(store, "a")
@@ -54,8 +64,8 @@ def test_duplicate_and_unknown_study_messages():
         store.delete_study("b")
 
 
-def test_trial_life_cycle_and_numbers():
-    store = get_storage(None)
+def test_trial_life_cycle_and_numbers(url):
+    store = Storage(url)
     sid = new_study(store).study_id
     t0 = store.create_trial(sid, state=TrialState.RUNNING, params={"x": 0.25})
     t1 = store.create_trial(sid, state=TrialState.WAITING, params={"x": 0.5}, source="enqueue")
@@ -74,8 +84,8 @@ def test_trial_life_cycle_and_numbers():
     assert [t.number for t in store.get_trials(sid, states=[TrialState.COMPLETE])] == [0]
 
 
-def test_create_trials_is_one_transaction():
-    store = get_storage(None)
+def test_create_trials_is_one_transaction(url):
+    store = Storage(url)
     sid = new_study(store).study_id
     rows = [{"state": "complete", "params": {"x": 0.1}, "value": 2.0, "source": "import"}]
     rows.append({"state": "complete", "params": {"x": math.nan}, "value": 1.0})  # not JSON
@@ -86,8 +96,8 @@ def test_create_trials_is_one_transaction():
     assert [t.number for t in made] == [0, 1, 2]
 
 
-def test_list_and_delete(tmp_path):
-    store = get_storage(f"sqlite:///{tmp_path / 'l.db'}")
+def test_list_and_delete(url):
+    store = Storage(url)
     sid = new_study(store, "lo").study_id
     hi = store.create_study("hi", direction="maximize", space=SPACE, settings={}).study_id
     for v in (3.0, 1.0, 2.0):
@@ -107,8 +117,7 @@ def test_list_and_delete(tmp_path):
     assert store.get_trials(sid) == []
 
 
-def test_threads_never_share_a_trial_number(tmp_path):
-    url = f"sqlite:///{tmp_path / 't.db'}"
+def test_threads_never_share_a_trial_number(url):
     sid = new_study(get_storage(url)).study_id
     stores = [Storage(url) for _ in range(4)]  # separate engines, like separate processes
     numbers: list[int] = []
@@ -177,8 +186,7 @@ def test_trial_round_trip_is_exact(params, value):
 
 
 # --- model cache and schema migration -------------------------------------------------------------
-def test_model_cache_round_trip_survives_reopening(tmp_path):
-    url = f"sqlite:///{tmp_path / 'c.db'}"
+def test_model_cache_round_trip_survives_reopening(url):
     store = Storage(url)
     value = {"lengthscales": [0.5, 1e-300, 2.0], "weights": {"a": 0.25}, "note": "é", "n": None}
     assert store.get_cache("k") is None
@@ -193,8 +201,8 @@ def test_model_cache_round_trip_survives_reopening(tmp_path):
     assert reopened.clear_cache() == 1 and store.get_cache("k") is None
 
 
-def test_model_cache_refuses_what_is_not_json():
-    store = get_storage(None)
+def test_model_cache_refuses_what_is_not_json(url):
+    store = Storage(url)
     with pytest.raises(StorageError, match="not JSON"):
         store.put_cache("k", "x", {"bad": math.nan})
     with pytest.raises(StorageError, match="not JSON"):
@@ -241,8 +249,8 @@ def test_version_2_storage_gains_heartbeats_on_open(tmp_path):
     assert running.heartbeat_at is not None and store.record_heartbeat(running.trial_id)
 
 
-def test_bulk_reads_of_studies_and_trials():
-    store = get_storage(None)
+def test_bulk_reads_of_studies_and_trials(url):
+    store = Storage(url)
     a, b = new_study(store, "a"), new_study(store, "b")
     store.create_trials(a.study_id, [{"state": "complete", "params": {"x": 0.1}, "value": 1.0}] * 2)
     store.create_trial(a.study_id, state=TrialState.RUNNING, params={"x": 0.2})

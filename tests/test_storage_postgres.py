@@ -9,13 +9,13 @@ import os
 import subprocess
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 
 import headstart as hs
 from headstart.exceptions import DuplicatedStudyError, TrialAlreadyFinishedError
 from headstart.storage import Storage, TrialState
+from headstart.testing.faults import postgres_restart_script
 
 URL = os.environ.get("HEADSTART_TEST_POSTGRES_URL")
 pytestmark = [
@@ -62,16 +62,8 @@ def test_concurrent_writers_never_share_a_number_on_postgres():
     stores[0].delete_study(name)
 
 
-def _restart_script() -> Path | None:
-    stop_file = os.environ.get("HEADSTART_PG_STOP_FILE")
-    if not stop_file or not Path(stop_file).exists():
-        return None
-    script = Path(Path(stop_file).read_text().strip()).with_name("restart")
-    return script if script.exists() else None
-
-
 def test_a_study_carries_on_across_a_server_restart():
-    script = _restart_script()
+    script = postgres_restart_script()
     if script is None:
         pytest.skip("no restart script from .ci/start_postgres.sh (HEADSTART_PG_STOP_FILE)")
     name = f"pg-restart-{uuid.uuid4().hex[:8]}"
@@ -96,7 +88,7 @@ def test_optimize_with_workers_rides_out_a_server_restarting_in_a_loop():
     """``pg_ctl restart -m fast`` every second while 4 workers run 120 trials: workers open the
     storage, ask and tell while the server is "starting up", "shutting down" or refusing
     connections; every transient error is retried, so the run ends with every trial complete."""
-    script = _restart_script()
+    script = postgres_restart_script()
     if script is None:
         pytest.skip("no restart script from .ci/start_postgres.sh (HEADSTART_PG_STOP_FILE)")
     name = f"pg-loop-{uuid.uuid4().hex[:8]}"

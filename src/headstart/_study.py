@@ -9,6 +9,7 @@ transaction; ``optimize()`` runs the loop, in this process or in worker processe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -50,7 +51,12 @@ from headstart.storage.meta_data import load_meta_data
 if TYPE_CHECKING:
     from headstart.storage.sql import Storage
 
-_DUPLICATE_RETRIES = 10  # re-suggestions when concurrent workers took the same configuration
+# Re-suggestions when concurrent workers took the same configuration, before a duplicate is
+# accepted (a tiny space may hold no unseen point): this many, plus two per other unfinished
+# trial (each may hold a point we collide with). After MODEL_RETRIES the re-suggestions are
+# random draws, which cost nothing, so they are allowed many more.
+_DUPLICATE_RETRIES = 10
+_RANDOM_DRAWS = 200
 _RESERVATIONS = 3  # reserved trials an ask may lose to stale-trial sweeps before it gives up
 
 
@@ -207,7 +213,10 @@ class Study:
                 self._stop_heartbeat(reserved.trial_id)
             except BaseException:
                 self._stop_heartbeat(reserved.trial_id)
-                self._storage.finish_trial(reserved.trial_id, state=TrialState.FAILED, value=None)
+                with contextlib.suppress(TrialAlreadyFinishedError):  # swept meanwhile
+                    self._storage.finish_trial(
+                        reserved.trial_id, state=TrialState.FAILED, value=None
+                    )
                 raise
         raise StorageError(
             f"Study {self.name!r}: {_RESERVATIONS} reserved trials in a row were failed as stale "
@@ -252,9 +261,8 @@ class Study:
             attrs: dict[str, Any] = {"seconds_suggest": time.perf_counter() - t0}
             if self._strategy.kernel_expression is not None:
                 attrs["kernel"] = self._strategy.kernel_expression
-            # a tiny space may hold no unseen point: after enough refusals a duplicate is taken;
-            # "enough" grows with the workers, each of which may hold a point we collide with
-            unique = attempt < _DUPLICATE_RETRIES + 2 * len(running)
+            others = sum(r.state == TrialState.RUNNING for r in unfinished)  # reservations too
+            unique = attempt < _DUPLICATE_RETRIES + 2 * others + _RANDOM_DRAWS
             key = params_key(params)
             seen = key in self._trial_cache.finished_keys or key in map(params_key, running)
             if not (unique and seen) and self._storage.set_trial_params(

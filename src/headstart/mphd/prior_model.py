@@ -32,7 +32,7 @@ GAMMA_FLOOR = 1e-6  # added to softplus outputs: shapes and rates stay positive
 # What a usable prior holds: gamma shapes and rates within GAMMA_RANGE (a rate of 1e300 pins a
 # lengthscale at 0 and every GP fit fails), network weights within MAX_WEIGHT. A file that
 # passes its checksum but not these (edited, then re-hashed) is refused when it is read.
-GAMMA_RANGE = (1e-12, 1e12)
+GAMMA_RANGE = (1e-100, 1e100)
 MAX_WEIGHT = 1e4
 
 
