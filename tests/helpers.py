@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import multiprocessing as mp
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,9 +71,20 @@ def fresh_url(backend: str, tmp_path: Path) -> Iterator[str]:
     from sqlalchemy import create_engine, text
 
     name = f"fresh_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin = create_engine(url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+
+    def run(sql: str) -> None:  # a server another test just restarted may still be starting
+        for attempt in range(40):
+            try:
+                with admin.connect() as conn:
+                    conn.execute(text(sql))
+                return
+            except Exception:
+                if attempt == 39:
+                    raise
+                time.sleep(0.25)
+
+    run(f"CREATE DATABASE {name}")
     try:
         yield f"{url.rsplit('/', 1)[0]}/{name}"
     finally:
@@ -80,8 +92,7 @@ def fresh_url(backend: str, tmp_path: Path) -> Iterator[str]:
 
         for storage in list(sql._OPEN_FILES):  # nothing to fold for a server; just in case
             storage.close()
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+        run(f"DROP DATABASE {name} WITH (FORCE)")
         admin.dispose()
 
 

@@ -184,3 +184,16 @@ def test_a_retampered_prior_model_file_is_refused_when_read(tmp_path):
     with pytest.raises(hs.PriorModelError, match="must be two numbers"):
         hs.create_study("p", SPACE, storage=f"sqlite:///{tmp_path / 'p.db'}", prior_model=path)
     _nothing_stored(get_storage(f"sqlite:///{tmp_path / 'p.db'}"))
+
+
+def test_studies_stored_before_the_new_rules_still_load(tmp_path):
+    """A parameter named like an export column, or a grace period of one interval, is refused
+    for new studies only: a stored study keeps loading."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    study = hs.create_study("old", SPACE, storage=url, method="random")
+    space = {"params": {"source": {"type": "float", "low": 0.0, "high": 1.0, "log": False}}}
+    settings = {**study.settings, "heartbeat_interval": 10.0, "grace_period": 10.0}
+    get_storage(url).create_study("stored", direction="minimize", space=space, settings=settings)
+    stored = hs.load_study("stored", url)
+    assert list(stored.space) == ["source"] and stored.config.grace_period == 10.0
+    stored.tell(stored.ask(), 0.5)

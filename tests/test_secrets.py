@@ -147,3 +147,17 @@ def test_a_storage_that_cannot_be_opened_masks_its_password():
     with pytest.raises(hs.StorageError) as e:
         hs.create_study("x", hs.SearchSpace({"x": hs.Float(0, 1)}), storage=UNREACHABLE)
     assert SENTINEL not in str(e.value) and "***" in str(e.value)
+
+
+def test_short_and_common_passwords_do_not_mangle_other_text():
+    from headstart._display import redact
+
+    masked = mask_password("postgresql://postgres:postgres@localhost/db")
+    assert masked.startswith("postgresql://") and "postgres@" not in masked
+    assert (
+        redact("connect to postgresql://a:b@h/db failed")
+        == "connect to postgresql://a:***@h/db failed"
+    )
+    assert redact("dsn: host=h password=abc123 user=u") == "dsn: host=h password=*** user=u"
+    assert "secret123" not in mask_password("postgresql://u@h/db?password=secret123")
+    assert redact(f"quoted {SENTINEL}%21 and plain {SENTINEL}!").count(SENTINEL) == 0

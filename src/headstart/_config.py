@@ -117,12 +117,7 @@ class StudyConfig:
                 raise InvalidSettingError(f"{label} must be a number of seconds > 0; got {v!r}.")
         if self.grace_period is not None and self.heartbeat_interval is None:
             raise InvalidSettingError("grace_period needs heartbeat_interval (seconds) as well.")
-        if self.grace_period is not None and self.grace_period <= self.heartbeat_interval:
-            raise InvalidSettingError(
-                f"grace_period ({self.grace_period:g} s) must be longer than heartbeat_interval "
-                f"({self.heartbeat_interval:g} s), or every trial is failed between two beats; "
-                "use a few intervals (the default is 2 x heartbeat_interval)."
-            )
+
         if self.acquisition is not None and self.acquisition not in ACQUISITIONS:
             raise InvalidSettingError(
                 f"acquisition must be one of {ACQUISITIONS}; got {self.acquisition!r}."
@@ -158,6 +153,18 @@ class StudyConfig:
                     "own model."
                 )
             KernelSearchSettings.from_mapping(self.kernel_search)
+
+    def check_heartbeat(self) -> StudyConfig:
+        """Refuse a grace period no longer than the heartbeat interval (every trial would be
+        failed between two beats). Checked when a study is created or a process overrides the
+        settings, not when a stored study is read back."""
+        if self.grace_period is not None and self.grace_period <= self.heartbeat_interval:
+            raise InvalidSettingError(
+                f"grace_period ({self.grace_period:g} s) must be longer than heartbeat_interval "
+                f"({self.heartbeat_interval:g} s), or every trial is failed between two beats; "
+                "use a few intervals (the default is 2 x heartbeat_interval)."
+            )
+        return self
 
     @property
     def stale_after(self) -> float | None:

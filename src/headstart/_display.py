@@ -23,40 +23,45 @@ _LOCK = threading.Lock()
 # scheme://user:password@host..., up to the last "@" before the path: when the URL does not parse,
 # mask more rather than less (a password may hold an unescaped "@" or ":").
 _USERINFO = re.compile(r"^(?P<head>[A-Za-z][\w+.-]*://[^:/@?#]*:)(?P<password>[^/?#]*)@")
+# the same inside any text (a driver message quoting the DSN), and password=... parameters
+_USERINFO_ANYWHERE = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^:/@?#\s]*:)[^/?#@\s]+@")
+_PASSWORD_PARAMETER = re.compile(r"(?i)(?P<head>\bpass(?:word)?\s*=\s*)[^&\s'\"]+")
+_MIN_SECRET = 4  # shorter remembered passwords are masked only by the patterns above
 
 
 def _remember(password: str) -> None:
-    if password and password != "***":
-        with _LOCK:
-            _SECRETS.add(password)
-            if "%" in password:  # a URL-quoted password is printed unquoted by drivers
-                from urllib.parse import unquote
+    if len(password) >= _MIN_SECRET and password != "***":
+        from urllib.parse import quote, unquote
 
-                _SECRETS.add(unquote(password))
+        with _LOCK:  # as given, and as drivers and URLs print it (quoted and unquoted)
+            _SECRETS.update({password, unquote(password), quote(password, safe="")})
 
 
 def mask_url(url: str) -> str:
     """``url`` with its password shown as ``***`` (and the password remembered for
     :func:`redact`). URLs without a password are returned as given (``sqlite:///:memory:``
     stays readable); a URL SQLAlchemy cannot parse (say, a non-numeric port) is masked by
-    pattern."""
+    pattern, as is a ``?password=`` query parameter."""
     if not isinstance(url, str):
         return url
     try:
         from sqlalchemy.engine import make_url
 
         parsed = make_url(url)
+        for key in ("password", "pass"):
+            value = parsed.query.get(key)
+            if isinstance(value, str):
+                _remember(value)
         if parsed.password:
             _remember(str(parsed.password))
-            masked = parsed.render_as_string(hide_password=True)
-            return redact(masked)
+            return redact(parsed.render_as_string(hide_password=True))
     except Exception:  # unparseable: fall through to the pattern
         pass
     found = _USERINFO.match(url)
-    if found is None:
-        return url
-    _remember(found["password"])
-    return redact(found["head"] + "***@" + url[found.end() :])
+    if found is not None:
+        _remember(found["password"])
+        url = found["head"] + "***@" + url[found.end() :]
+    return redact(url)
 
 
 def remember_url(url: str) -> None:
@@ -65,13 +70,20 @@ def remember_url(url: str) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` with every password headstart has seen replaced by ``***``."""
-    if not _SECRETS or not isinstance(text, str):
+    """``text`` with passwords replaced by ``***``: those of URLs and ``password=`` parameters
+    anywhere in it, and every remembered password standing as a word of its own (so that a
+    password such as ``postgres`` does not mangle ``postgresql://``)."""
+    if not isinstance(text, str):
+        return text
+    text = _USERINFO_ANYWHERE.sub(lambda m: m["head"] + "***@", text)
+    text = _PASSWORD_PARAMETER.sub(lambda m: m["head"] + "***", text)
+    if not _SECRETS:
         return text
     with _LOCK:
         secrets = sorted(_SECRETS, key=len, reverse=True)
     for secret in secrets:
-        text = text.replace(secret, "***")
+        if secret in text:
+            text = re.sub(rf"(?<![\w]){re.escape(secret)}(?![\w])", "***", text)
     return text
 
 

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -115,7 +115,9 @@ def optimize_in_processes(
     url = check_parallel(study, func, callbacks)
     if isinstance(n_workers, int):
         check_main_guard()
-        pool = ProcessPoolExecutor(n_workers, mp_context=_local_context())
+        pool = ProcessPoolExecutor(
+            n_workers, mp_context=_local_context(), initializer=_install_stop_handler
+        )
         k, submit = n_workers, pool.submit
 
         def close():
@@ -146,13 +148,17 @@ def optimize_in_processes(
         try:
             _wait(study, futures, n_trials, show_progress)
         except BaseException:
-            study.storage.put_cache(stop_key, "stop-run", {})  # workers stop after this trial
+            # the flag first (a signalled worker checks it), best effort: the error being
+            # re-raised may be the storage's own
+            with contextlib.suppress(Exception):
+                study.storage.put_cache(stop_key, "stop-run", {})  # others stop after a trial
             if isinstance(n_workers, int):
                 _terminate(pool)  # ... and local ones at once, failing the trial in flight
             raise
     finally:
         close()
-        study.storage.clear_cache(key=stop_key)
+        with contextlib.suppress(Exception):
+            study.storage.clear_cache(key=stop_key)
 
 
 class WorkerStopped(BaseException):
@@ -169,11 +175,35 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
         raise WorkerStopped("stopped: another worker of this optimize() call failed")
 
 
+def _install_stop_handler() -> None:
+    """Pool initializer: from its start, a worker process takes ``SIGUSR1`` as a request to stop
+    its task (ignored while idle or starting, so it never dies holding a lock)."""
+    if hasattr(signal, "SIGUSR1"):
+        signal.signal(signal.SIGUSR1, _on_stop_signal)
+
+
+@contextlib.contextmanager
+def stop_signal_held() -> Iterator[None]:
+    """Delay a stop request (``SIGUSR1``) until the block ends: a ``tell`` is not cut between
+    its heartbeat's end and its write, which would lose the value."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or not _RUNNING["task"]:
+        yield
+        return
+    mask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+
+
 def _stoppable(worker: Callable[..., Any], stop_key: str, args: tuple) -> Any:
     """Run ``worker(url, name, func, n_trials, timeout, catch, callbacks)`` (``args``) so that
     the parent can stop it: ``SIGUSR1`` raises :class:`WorkerStopped` in a local worker process
     (:func:`_terminate`), and after every trial the stop flag ``stop_key`` is read from the
-    storage (any worker, Dask's included)."""
+    storage (any worker, Dask's included). A ``SIGUSR1`` from anyone else (a batch system's
+    warning signal) is re-raised, not taken for a stop: the run must not end quietly short."""
+    from headstart.storage import get_storage
 
     def check_stop(study: Any, trial: Any) -> None:
         if study.storage.get_cache(stop_key) is not None:
@@ -184,13 +214,13 @@ def _stoppable(worker: Callable[..., Any], stop_key: str, args: tuple) -> Any:
         and threading.current_thread() is threading.main_thread()
         and hasattr(signal, "SIGUSR1")
     )
-    if local:
-        signal.signal(signal.SIGUSR1, _on_stop_signal)  # stays: idle, it ignores the signal
-        _RUNNING["task"] = True
+    _RUNNING["task"] = local
     try:
         *head, callbacks = args
         return worker(*head, (*callbacks, check_stop))
     except WorkerStopped:
+        if get_storage(args[0]).get_cache(stop_key) is None:
+            raise
         return 0
     finally:
         _RUNNING["task"] = False

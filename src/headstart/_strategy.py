@@ -289,6 +289,7 @@ class Strategy:
         trial_number: int,
         pending: Sequence[Mapping] = (),
         retry: int = 0,
+        diversify: bool = False,
     ) -> dict:
         """Next configuration.
 
@@ -302,14 +303,15 @@ class Strategy:
                 PENDING_RULES`).
             retry: How many earlier suggestions for this trial were refused as duplicates of a
                 concurrent worker's; each retry draws fresh randomness (a uniform point in the
-                initial design). After :data:`MODEL_RETRIES` refused model suggestions the
-                workers are diversified: a uniform random point instead of the model's (many
-                workers asking at once all compute the same best point, and on a discrete space
-                the fantasies at the refused points do not move it off its grid cell).
+                initial design).
+            diversify: Other workers are asking too: after :data:`MODEL_RETRIES` refused model
+                suggestions, a uniform random point instead of the model's (many workers asking
+                at once all compute the same best point, and on a discrete space the fantasies
+                at the refused points do not move it off its grid cell).
         """
         seed = [self.seed, trial_number] if not retry else [self.seed, trial_number, retry]
         rng = np.random.default_rng(seed)
-        if not self.spec.model_based or retry > MODEL_RETRIES:
+        if not self.spec.model_based or (diversify and retry > MODEL_RETRIES):
             return self.space.decode(rng.random(self.space.dim))[0]
         if len(completed) < self.n_initial:
             if retry:

@@ -84,7 +84,7 @@ class Study:
                 self.config,
                 heartbeat_interval=heartbeat_interval or self.config.heartbeat_interval,
                 grace_period=grace_period or self.config.grace_period,
-            )
+            ).check_heartbeat()
         self._heartbeats: dict[int, Heartbeat] = {}
         self._stop_requested = False
         self._check_transfer = True  # optimize() warns once when the sources mislead
@@ -242,6 +242,10 @@ class Study:
             done = [] if not self._strategy.spec.model_based else finished  # random needs none
             done = [r for r in done if r.state == TrialState.COMPLETE and r.params]
             running = [r.params for r in unfinished if r.state == TrialState.RUNNING and r.params]
+            others = sum(  # other workers' trials, reserved ones included
+                r.state == TrialState.RUNNING and r.trial_id != reserved.trial_id
+                for r in unfinished
+            )
             design_index = 0
             if len(done) < self._strategy.n_initial:  # the Sobol index of this trial
                 design_index = sum(
@@ -256,13 +260,14 @@ class Study:
                 trial_number=reserved.number,
                 pending=running + refused,
                 retry=attempt,
+                diversify=others > 0,
             )
             params = self.space.validate(params)
             attrs: dict[str, Any] = {"seconds_suggest": time.perf_counter() - t0}
             if self._strategy.kernel_expression is not None:
                 attrs["kernel"] = self._strategy.kernel_expression
-            others = sum(r.state == TrialState.RUNNING for r in unfinished)  # reservations too
-            unique = attempt < _DUPLICATE_RETRIES + 2 * others + _RANDOM_DRAWS
+            draws = _RANDOM_DRAWS if others else 0  # random re-draws only run concurrently
+            unique = attempt < _DUPLICATE_RETRIES + 2 * others + draws
             key = params_key(params)
             seen = key in self._trial_cache.finished_keys or key in map(params_key, running)
             if not (unique and seen) and self._storage.set_trial_params(
@@ -324,10 +329,13 @@ class Study:
             raise InvalidValueError("Pass either a value or failed=True, not both.")
         state = TrialState.FAILED if failed else TrialState.COMPLETE
         checked = None if failed else check_value(value)  # a bad value changes nothing
-        self._stop_heartbeat(record.trial_id)
-        finished = self._storage.finish_trial(
-            record.trial_id, state=state, value=checked, user_attrs=user_attrs
-        )
+        from headstart._parallel import stop_signal_held
+
+        with stop_signal_held():  # a worker told to stop finishes this write first
+            self._stop_heartbeat(record.trial_id)
+            finished = self._storage.finish_trial(
+                record.trial_id, state=state, value=checked, user_attrs=user_attrs
+            )
         return self._trial(finished)
 
     def optimize(

@@ -357,8 +357,9 @@ def studies_fail_stale(
 ) -> None:
     """Fail the running trials of workers that are gone (killed without heartbeats, say): every
     later ask treats a running trial as a pending point, so one left behind steers the search.
-    A trial whose worker is alive but slower than --older-than is failed too: its tell then
-    raises."""
+    A trial whose worker is alive but slower than --older-than is failed too (its tell then
+    raises), and without heartbeats the age of a claimed enqueued trial counts from when it was
+    enqueued: choose an age longer than any evaluation."""
     from headstart.storage import get_storage
 
     store = get_storage(storage, create=False)

@@ -424,7 +424,7 @@ class SearchSpace(Mapping[str, Param]):
         'sgd'
     """
 
-    def __init__(self, params: Mapping[str, Param | Scalar]) -> None:
+    def __init__(self, params: Mapping[str, Param | Scalar], *, _stored: bool = False) -> None:
         if not isinstance(params, Mapping) or not params:
             raise SearchSpaceError(
                 "SearchSpace needs a non-empty dict of {name: hs.Float/Int/Categorical/Fixed}; "
@@ -433,7 +433,7 @@ class SearchSpace(Mapping[str, Param]):
         self._params: dict[str, Param] = {}
         for name, p in params.items():
             check_text("A parameter name", name, SearchSpaceError)
-            if name in RESERVED_NAMES:
+            if name in RESERVED_NAMES and not _stored:  # studies stored before the rule load
                 raise SearchSpaceError(
                     f"Parameter name {name!r} is reserved: trials exports have a {name!r} column "
                     f"besides the parameters ({sorted(RESERVED_NAMES)}); rename the parameter."
@@ -623,7 +623,7 @@ class SearchSpace(Mapping[str, Param]):
     @classmethod
     def from_json(cls, data: Mapping) -> SearchSpace:
         try:
-            return cls({n: _param_from_json(d) for n, d in data["params"].items()})
+            return cls({n: _param_from_json(d) for n, d in data["params"].items()}, _stored=True)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             if isinstance(e, SearchSpaceError):
                 raise

@@ -238,7 +238,7 @@ def create_study(
         heartbeat_interval=heartbeat_interval,
         grace_period=grace_period,
         reenqueue_stale=reenqueue_stale,
-    )
+    ).check_heartbeat()
     belief = UserBelief(space, prior_density) if use_priors else None
     config = config.resolved(priors=pibo_active(belief, config.prior_strength))
     config = config.with_kernel_checked([c.kind for c in space.columns])  # fail here, not at ask()

@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import itertools
 import json
+import math
 import os
 import random
 import threading
@@ -127,15 +128,16 @@ def _retry_seconds() -> float:
     ``HEADSTART_STORAGE_RETRY_SECONDS`` overrides): longer than a server restart or fail-over
     takes, short enough that a wrong URL is reported the same minute."""
     try:
-        return max(0.0, float(os.environ.get("HEADSTART_STORAGE_RETRY_SECONDS", 30.0)))
+        seconds = float(os.environ.get("HEADSTART_STORAGE_RETRY_SECONDS", 30.0))
     except ValueError:
         return 30.0
+    return min(max(0.0, seconds), 86400.0) if math.isfinite(seconds) else 30.0
 
 
 def _backoff(attempt: int, cap: float) -> float:
     """Exponential back-off with jitter: 0.05 s, 0.1 s ... up to ``cap`` (workers that lost the
     server together do not all knock again at the same instant)."""
-    return min(0.05 * 2**attempt, cap) * (0.5 + random.random() / 2)
+    return min(0.05 * 2 ** min(attempt, 16), cap) * (0.5 + random.random() / 2)
 
 
 def _make_engine(url: str, engine_kwargs: dict[str, Any] | None = None) -> Engine:
@@ -789,7 +791,15 @@ class Storage:
             values = {"params_json": params_json}
             if user_attrs is not None:
                 values["user_attrs_json"] = _dumps(user_attrs)
-            conn.execute(trials_table.update().where(t.trial_id == trial_id).values(**values))
+            updated = conn.execute(
+                trials_table.update()
+                .where(t.trial_id == trial_id, t.state == TrialState.RUNNING.value)
+                .values(**values)
+            )
+            if updated.rowcount != 1:  # a stale-trial sweep failed it since the read above
+                raise TrialAlreadyFinishedError(
+                    f"Trial id {trial_id} is no longer running: it cannot get a configuration."
+                )
             return True
 
         return self._write(update)
@@ -930,8 +940,10 @@ class Storage:
         """
         state = TrialState(state)
         t = trials_table.c
+        attempts = [0]
 
         def finish(conn: Connection) -> None:
+            attempts[0] += 1
             values: dict[str, Any] = {"state": state.value, "value": value, "finished_at": _now()}
             if user_attrs:
                 old = conn.execute(select(t.user_attrs_json).where(t.trial_id == trial_id)).scalar()
@@ -951,6 +963,8 @@ class Storage:
             ).first()
             if row is None:
                 raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            if attempts[0] > 1 and row.state == state.value and row.value == value:
+                return  # a retry after a lost connection: the first attempt had committed
             raise TrialAlreadyFinishedError(
                 f"Trial {row.number} is already {row.state} (value {row.value}); each trial is "
                 "told once. Ask a new trial to evaluate again."
