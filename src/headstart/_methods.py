@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from headstart._engine import UCB_BETA
+from headstart._engine import ACQUISITIONS, UCB_BETA
 from headstart.exceptions import InvalidSettingError
 
 SOURCES = ("none", "same-space", "any-space")
-ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 TRANSFER_UCB_BETA = 9.0  # ScaML-GP's experiments: UCB with beta^(1/2) = 3 for every method
 
 

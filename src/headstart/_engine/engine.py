@@ -42,14 +42,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headstart._engine import FIRST_RULES
+from headstart._engine import ACQUISITIONS, FIRST_RULES
 from headstart._engine.acquisition import UCB_BETA, Criterion, PriorWeight
 from headstart._engine.optimize import MixedSpace, optimize_criterion, thompson_sample
 from headstart._engine.protocols import Surrogate
 from headstart._engine.threads import limit_threads
 
 KINDS = ("continuous", "integer", "categorical")
-ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")
 DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no lengthscales
 FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0}  # UCB beta of each first-trial rule
 PENDING_RULES = ("believer", "liar", "refit")

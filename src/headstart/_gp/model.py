@@ -32,6 +32,7 @@ import scipy.optimize
 import torch
 
 from headstart._engine.numerics import extend_cholesky, robust_cholesky
+from headstart._gp.fit_settings import FIT_MAXITER
 from headstart._gp.kernel import kernel_from_sq_diffs, matern52_np, pairwise_sq_diffs, sq_dist_np
 from headstart._gp.prior import DEFAULT_HYPERPRIOR, HyperPrior
 from headstart.exceptions import ModelFittingError, NumericsWarning
@@ -48,7 +49,6 @@ _RAW_LOG_NOISE_BOUNDS = (-25.0, 0.0)
 # GPSampler(deterministic_objective=True) does the same); the bounds pin the raw parameter.
 _RAW_LOG_NOISE_FIXED = (-30.0, -30.0)
 _FIT_GTOL = 1e-2  # as Optuna's GPSampler: a loose fit is enough for BO and is much cheaper
-_FIT_MAXITER = 200
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def fit_map(
     *,
     prior: HyperPrior = DEFAULT_HYPERPRIOR,
     gtol: float = _FIT_GTOL,
-    maxiter: int = _FIT_MAXITER,
+    maxiter: int = FIT_MAXITER,
     deterministic: bool = False,
 ) -> tuple[GPParams, float]:
     r"""MAP hyperparameters by L-BFGS-B on the raw log-parameters, started at ``init``.

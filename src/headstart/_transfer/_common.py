@@ -32,10 +32,10 @@ import torch
 
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import robust_cholesky
+from headstart._gp.fit_settings import FIT_MAXITER, FIT_PGTOL, N_PRIOR_STARTS, NOISE_BOUNDS
 from headstart._transfer.hyperprior import META_HYPERPRIOR
 from headstart._transfer.metafit import (
     LENGTHSCALE_BOUNDS,
-    NOISE_BOUNDS,
     OUTPUTSCALE_BOUNDS,
     MetaGPParams,
     neg_log_posterior,
@@ -43,10 +43,7 @@ from headstart._transfer.metafit import (
 from headstart._transfer.se_kernel import DTYPE, se_kernel
 
 DETERMINISTIC_NOISE = 1e-6  # noise-free objectives: sigma^2 pinned here (standardized units)
-N_PRIOR_STARTS = 5  # Tighineanu et al. (2024), App. C.5: five initial guesses from the priors
 MIN_VAR = 1e-12  # posterior variances are clamped here (as headstart._gp.model.ExactGP)
-_FIT_MAXITER = 200
-_FIT_PGTOL = 1e-5  # on the per-datum objective, as the meta fit
 _CHUNK_ELEMENTS = 1 << 20  # prediction works on row chunks of at most ~this many kernel entries
 
 
@@ -132,7 +129,7 @@ def fit_se_gp(
             return np.full(R, 1e10), np.zeros_like(x)
         return objective.detach().numpy() / n, grad.numpy()
 
-    xs, fs = batched_lbfgsb(fun, x0, bounds, maxiter=_FIT_MAXITER, pgtol=_FIT_PGTOL)
+    xs, fs = batched_lbfgsb(fun, x0, bounds, maxiter=FIT_MAXITER, pgtol=FIT_PGTOL)
     fs = np.where(np.isfinite(fs), fs, np.inf)
     return MetaGPParams.from_raw(xs[int(np.argmin(fs))][None, :])
 

@@ -45,17 +45,13 @@ import torch
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import robust_cholesky, standardize
 from headstart._engine.threads import limit_threads
+from headstart._gp.fit_settings import FIT_FACTR, FIT_MAXITER, FIT_PGTOL, NOISE_BOUNDS
 from headstart._transfer.hyperprior import META_HYPERPRIOR, SEHyperPrior
 from headstart._transfer.se_kernel import DTYPE, FeatureMaps, log_kernel, se_kernel, vocabulary
 
 # --- priors and constraints (App. C.5) --------------------------------------------------------
 LENGTHSCALE_BOUNDS = (1e-4, 1e2)
 OUTPUTSCALE_BOUNDS = (1e-4, 1e2)
-NOISE_BOUNDS = (1e-8, 1e-2)
-
-_FIT_MAXITER = 200
-_FIT_PGTOL = 1e-5  # on the per-datum objective (BoTorch's scale)
-_FIT_FACTR = 1e7  # SciPy's default relative-decrease tolerance
 _BUCKET_RATIO = 1.25  # tasks whose sizes differ by less than this factor share a padded size
 _BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
 _FIT_CHUNK_ELEMENTS = 1 << 18  # runs per objective call: ~2 MB of kernel matrices (cache-sized)
@@ -466,7 +462,7 @@ def _fit_batch(payload: tuple) -> np.ndarray:
 
     with limit_threads():
         raw, per_datum = batched_lbfgsb(
-            fun, x0, _raw_bounds(d), maxiter=_FIT_MAXITER, pgtol=_FIT_PGTOL, factr=_FIT_FACTR
+            fun, x0, _raw_bounds(d), maxiter=FIT_MAXITER, pgtol=FIT_PGTOL, factr=FIT_FACTR
         )
     per_datum = np.where(np.isfinite(per_datum), per_datum, np.inf).reshape(M, S)
     best = per_datum.argmin(axis=1)

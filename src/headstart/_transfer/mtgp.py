@@ -63,6 +63,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 
 from headstart._engine.numerics import robust_cholesky, standardize
+from headstart._gp.fit_settings import FIT_MAXITER, NOISE_BOUNDS
 from headstart._gp.kernel import sq_dist_np
 from headstart._transfer._common import (
     DETERMINISTIC_NOISE,
@@ -73,7 +74,6 @@ from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.hyperprior import META_HYPERPRIOR as _PRIOR
 from headstart._transfer.metafit import (
     LENGTHSCALE_BOUNDS,
-    NOISE_BOUNDS,
     OUTPUTSCALE_BOUNDS,
 )
 from headstart._transfer.se_kernel import CENTER
@@ -81,7 +81,6 @@ from headstart.exceptions import HeadstartWarning, NumericsWarning
 
 MAX_META_POINTS = 1024  # cap on the meta points in the joint GP (cubic cost)
 MIN_POINTS_PER_TASK = 2
-FIT_MAXITER = 200  # L-BFGS-B iterations of the first fit
 FIT_MAXITER_WARM = 50  # ... and of a warm-started refit (on 8 x 64 meta points, 40 test points:
 # RMSE 0.0075 after 50 vs 0.0065 after 150 iterations, at a third of the time)
 TARGET_TASK = 0

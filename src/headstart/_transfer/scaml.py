@@ -61,25 +61,27 @@ import torch
 
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import robust_cholesky
+from headstart._gp.fit_settings import (
+    FIT_MAXITER,
+    FIT_PGTOL,
+    N_PRIOR_STARTS,
+    NOISE_BOUNDS,
+)
 from headstart._gp.kernel import sq_dist_np
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.hyperprior import SCAML_TEST_HYPERPRIOR, SEHyperPrior
 from headstart._transfer.metafit import MetaGPs, fit_meta_gps
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
-N_PRIOR_STARTS = 5  # [ScaML] App. C.5: five initial guesses drawn from the priors
 PRUNE_THRESHOLD = 1e-3  # drop tasks with w_i sd_i M / sum_j w_j sd_j below this at prediction
 ELL_BOUNDS = (1e-4, 1e2)
 SCALE_BOUNDS = (1e-4, 1e2)
-NOISE_BOUNDS = (1e-8, 1e-2)
 DETERMINISTIC_NOISE = 1e-6  # noise-free objectives: sigma_t^2 pinned here (normalized units)
 MIN_WEIGHT = 1e-10
 RESTART_EVERY = 5  # prior-drawn restarts after at least this many new observations ...
 RESTART_GROWTH = 0.25  # ... and at least this share of the observations at the last restart
 FULL_RESTARTS_UNTIL = 5  # ... and at every call while there are at most this many observations
 MIN_TRIALS_FOR_SHARES = 3  # weight_summary() apportions variation from this many observations
-_FIT_MAXITER = 200
-_FIT_PGTOL = 1e-5
 # Stop when an L-BFGS-B step lowers the per-observation objective by less than ~2e-7 relative
 # (SciPy's factr; its default 1e7 is ~2e-9). Warm refits then end within ~1e-4 nats of the
 # default's optimum (posterior means within ~5e-4 sd) in 2x fewer evaluations at M = 256
@@ -546,9 +548,7 @@ def fit_test_params(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericsWarning)  # jitter retries mid-fit are harmless
-        xs, fs = batched_lbfgsb(
-            fun, x0, bounds, maxiter=_FIT_MAXITER, pgtol=_FIT_PGTOL, factr=factr
-        )
+        xs, fs = batched_lbfgsb(fun, x0, bounds, maxiter=FIT_MAXITER, pgtol=FIT_PGTOL, factr=factr)
     fs = np.where(np.isfinite(fs), fs * n, np.inf)
     best = int(np.argmin(fs))
     return ScaMLParams.from_raw(xs[best], d), float(fs[best]), ybar, scale
