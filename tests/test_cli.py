@@ -197,3 +197,23 @@ def test_study_names_with_markup_or_control_characters_are_printed_as_text(
     assert code == 1 and out.startswith("error: ") and "\x1b[2J" not in out
     code, out = run("studies", "delete", name, "--yes", "--storage", url)
     assert code == 0, out
+
+
+def test_import_csv_refuses_an_empty_or_binary_file_with_nothing_stored(
+    tmp_path, monkeypatch, capsys
+):
+    from headstart.cli import main
+
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps(hs.SearchSpace({"x": hs.Float(0, 1)}).to_json()))
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "binary.csv").write_bytes(bytes(range(256)) * 4)
+    for name in ("empty.csv", "binary.csv", "missing.csv"):
+        monkeypatch.setattr(sys, "argv", ["headstart", "import", "csv", str(tmp_path / name),
+                                          "--space", str(space), "--storage", url])  # fmt: skip
+        with pytest.raises(SystemExit) as stop:
+            main()
+        out = capsys.readouterr().err
+        assert stop.value.code == 1 and out.startswith("error: ") and "Traceback" not in out
+    assert hs.storage.get_storage(url).list_studies() == []

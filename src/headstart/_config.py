@@ -29,6 +29,13 @@ DIRECTIONS = ("minimize", "maximize")
 WORKER_HEARTBEAT = {"heartbeat_interval": 10.0, "grace_period": 60.0}
 
 
+def worker_heartbeat(settings: Mapping[str, Any]) -> dict[str, float]:
+    """The heartbeat overrides of a worker process on a study with these stored ``settings``:
+    none when the study sets a heartbeat, else :data:`WORKER_HEARTBEAT`."""
+    stored = StudyConfig.from_json(settings).heartbeat_interval is not None
+    return {} if stored else dict(WORKER_HEARTBEAT)
+
+
 def _check_bool(label: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise InvalidSettingError(f"{label} must be True or False; got {value!r}.")
@@ -117,7 +124,6 @@ class StudyConfig:
                 raise InvalidSettingError(f"{label} must be a number of seconds > 0; got {v!r}.")
         if self.grace_period is not None and self.heartbeat_interval is None:
             raise InvalidSettingError("grace_period needs heartbeat_interval (seconds) as well.")
-
         if self.acquisition is not None and self.acquisition not in ACQUISITIONS:
             raise InvalidSettingError(
                 f"acquisition must be one of {ACQUISITIONS}; got {self.acquisition!r}."
@@ -203,4 +209,4 @@ class StudyConfig:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-__all__ = ["DIRECTIONS", "WORKER_HEARTBEAT", "StudyConfig"]
+__all__ = ["DIRECTIONS", "WORKER_HEARTBEAT", "StudyConfig", "worker_heartbeat"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from headstart._config import WORKER_HEARTBEAT, StudyConfig
+from headstart._config import StudyConfig, worker_heartbeat
 from headstart._heartbeat import Heartbeat
 from headstart._strategy import Strategy
 from headstart._trial import (
@@ -797,8 +797,7 @@ def optimize_worker(
     :data:`~headstart._config.WORKER_HEARTBEAT` when the study sets no heartbeat)."""
     store = get_storage(url)
     record = store.get_study(name)
-    stored = StudyConfig.from_json(record.settings).heartbeat_interval is not None
-    study = Study(store, record.study_id, **({} if stored else WORKER_HEARTBEAT))
+    study = Study(store, record.study_id, **worker_heartbeat(record.settings))
     study._check_transfer = False  # the parent checks once the workers are done
     study.optimize(
         func, n_trials, timeout=timeout, callbacks=callbacks, catch=catch, show_progress=False

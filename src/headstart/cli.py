@@ -498,19 +498,14 @@ def import_csv(
     storage: StorageOpt = DEFAULT_STORAGE_URL,
 ) -> None:
     """Copy a CSV file of finished evaluations into a new headstart study."""
-    import pandas as pd
-
-    from headstart.exceptions import SourceFileError
+    from headstart.sources._export import read_json_file
+    from headstart.sources._tables import read_csv_file
     from headstart.space import SearchSpace
 
-    for path in (file, space):
-        if not path.exists():
-            raise SourceFileError(f"No file {str(path)!r}; check the path.")
-    from headstart.sources._export import read_json_file
-
+    frame = read_csv_file(file)  # missing, empty or binary files: one clear error, nothing stored
     spec = read_json_file(space)
     parsed = SearchSpace.from_json(spec.get("space", spec) if isinstance(spec, dict) else spec)
-    _create_imported(name or file.stem, parsed, direction, storage, pd.read_csv(file))
+    _create_imported(name or file.stem, parsed, direction, storage, frame)
 
 
 @import_app.command("json")
@@ -599,15 +594,14 @@ def worker(
     heartbeat_interval=...), else 10 s beats and a 60 s grace period).
     """
     import headstart as hs
-    from headstart._config import WORKER_HEARTBEAT, StudyConfig
+    from headstart._config import worker_heartbeat
     from headstart.storage import get_storage
 
     func = _load_objective(objective)
     store = get_storage(storage, create=False)
     beats = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period}
     if heartbeat_interval is None and grace_period is None:
-        settings = StudyConfig.from_json(store.get_study(study).settings)
-        beats = {} if settings.heartbeat_interval is not None else WORKER_HEARTBEAT
+        beats = worker_heartbeat(store.get_study(study).settings)
     target = hs.load_study(study, store, **beats)
     target.optimize(func, n_trials, timeout=timeout, show_progress=sys.stderr.isatty())
     done = [t for t in target.trials if t.state == "complete"]

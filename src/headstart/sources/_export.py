@@ -84,7 +84,7 @@ def read_export(path: str | os.PathLike) -> dict[str, Any]:
 
     Raises:
         SourceFileError: the file is missing, not JSON, or not a headstart study export (its
-            keys and each trial's ``params`` / ``state`` are checked).
+            keys and each trial's ``params`` are checked).
     """
     doc = read_json_file(path)
     path = Path(path)

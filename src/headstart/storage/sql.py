@@ -760,15 +760,9 @@ class Storage:
         params_json = _dumps(params)
 
         def update(conn: Connection) -> bool:
-            row = conn.execute(select(t.study_id, t.state).where(t.trial_id == trial_id)).first()
-            if row is None:
+            study_id = conn.execute(select(t.study_id).where(t.trial_id == trial_id)).scalar()
+            if study_id is None:
                 raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
-            study_id = row.study_id
-            if row.state != TrialState.RUNNING.value:  # failed meanwhile (a stale-trial sweep)
-                raise TrialAlreadyFinishedError(
-                    f"Trial id {trial_id} is {row.state}, not running: it cannot get a "
-                    "configuration."
-                )
             if conn.dialect.name != "sqlite":  # serialize check-and-write per study
                 conn.execute(
                     select(studies_table.c.study_id)
@@ -796,7 +790,7 @@ class Storage:
                 .where(t.trial_id == trial_id, t.state == TrialState.RUNNING.value)
                 .values(**values)
             )
-            if updated.rowcount != 1:  # a stale-trial sweep failed it since the read above
+            if updated.rowcount != 1:  # failed meanwhile, by another worker's stale-trial sweep
                 raise TrialAlreadyFinishedError(
                     f"Trial id {trial_id} is no longer running: it cannot get a configuration."
                 )
