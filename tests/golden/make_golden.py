@@ -6,9 +6,11 @@ space. Each case runs a short ask/tell loop with ``storage=None`` and a fixed se
 suggestions encoded to the unit cube.
 
 The cases run in a child process under the pinned CPU kernels of
-``tests/reference_kernels.py``, so the recording holds on every x86-64 CPU with AVX2 (Intel or
-AMD, AVX-512 or not). ``python tests/golden/make_golden.py`` rewrites ``suggestions.json``;
-``tests/test_golden.py`` compares a fresh run against it to 1e-9.
+``tests/reference_kernels.py`` (AVX-512 or not), and each recording is keyed to the CPU that made
+it (vendor, family, model: :func:`reference_kernels.cpu`), since torch's results still differ
+between an Intel and an AMD CPU under those kernels. ``python tests/golden/make_golden.py``
+records this CPU's cases into ``suggestions.json`` (replacing its earlier recording, keeping the
+other CPUs'); ``tests/test_golden.py`` compares a fresh run against this CPU's recording to 1e-9.
 """
 
 from __future__ import annotations
@@ -137,8 +139,30 @@ def cases():
 
 
 def record() -> dict:
-    """``{"versions", "cases"}``: every case, run in this process."""
-    return {"versions": reference_kernels.versions(), "cases": {n: t() for n, t in cases()}}
+    """``{"cpu", "versions", "cases"}``: every case, run in this process."""
+    return {
+        "cpu": reference_kernels.cpu(),
+        "versions": reference_kernels.versions(),
+        "cases": {n: t() for n, t in cases()},
+    }
+
+
+def recordings() -> list[dict]:
+    """The recordings in ``suggestions.json``, one per CPU (and library versions)."""
+    return json.loads(GOLDEN.read_text())["recordings"] if GOLDEN.exists() else []
+
+
+def recording_for_this_cpu() -> tuple[dict | None, str]:
+    """The recording to compare with here, or ``None`` and why there is none."""
+    here = reference_kernels.cpu()
+    mine = [r for r in recordings() if reference_kernels.same_cpu(r["cpu"])]
+    if not mine:
+        return None, f"no golden suggestions were recorded on this CPU ({here})"
+    versions = reference_kernels.versions()
+    for rec in mine:
+        if rec["versions"] == versions:
+            return rec, ""
+    return None, f"golden suggestions for this CPU were recorded with {mine[0]['versions']}"
 
 
 def record_under_reference_kernels() -> dict:
@@ -148,5 +172,6 @@ def record_under_reference_kernels() -> dict:
 
 if __name__ == "__main__":
     result = record_under_reference_kernels()
-    GOLDEN.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {len(result['cases'])} cases to {GOLDEN}", file=sys.stderr)
+    kept = [r for r in recordings() if r["cpu"] != result["cpu"]]
+    GOLDEN.write_text(json.dumps({"recordings": [*kept, result]}, indent=1) + "\n")
+    print(f"wrote {len(result['cases'])} cases for {result['cpu']} to {GOLDEN}", file=sys.stderr)
