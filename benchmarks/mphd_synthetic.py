@@ -41,7 +41,7 @@ def true_gamma(d: int) -> tuple[float, float]:
 
 
 def _draw(rng, X, ell, s, noise):
-    from headstart._gp.kernel import matern52_np
+    from headstart._gp.kernels import matern52_np
 
     r2 = (((X[:, None, :] - X[None]) / ell) ** 2).sum(-1)
     K = s * np.asarray(matern52_np(r2)[0]) + (noise + 1e-6) * np.eye(len(X))

@@ -24,8 +24,9 @@ from headstart._engine.engine import BOEngine, DimSpec
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.optimize import MixedSpace, is_duplicate
 from headstart._gp import MaternGP
-from headstart._gp.kernel import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
-from headstart._gp.model import ExactGP, GPParams, fit_map, neg_log_posterior
+from headstart._gp.kernels import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
+from headstart._gp.model import ExactGP
+from headstart._gp.params import GPParams
 
 DT = torch.float64
 
@@ -270,34 +271,16 @@ def test_criterion_gradient_matches_finite_differences(kind, with_prior):
 
 
 # --- MAP fit --------------------------------------------------------------------------------------
-def test_map_objective_gradient_matches_finite_differences():
-    rng = np.random.default_rng(5)
-    X = torch.from_numpy(rng.random((9, 3)))
-    X[:, 2] = torch.from_numpy(rng.choice([0.25, 0.75], 9))
-    y = torch.from_numpy(rng.standard_normal(9))
-    sq = pairwise_sq_diffs(X, X, torch.tensor([False, False, True]))
-    raw = torch.tensor([0.3, -0.5, 1.0, 0.2, -3.0], dtype=DT, requires_grad=True)
-    (g,) = torch.autograd.grad(neg_log_posterior(raw, sq, y), raw)
-    h = 1e-6
-    for i in range(5):
-        e = torch.zeros(5, dtype=DT)
-        e[i] = h
-        with torch.no_grad():
-            fd = (neg_log_posterior(raw + e, sq, y) - neg_log_posterior(raw - e, sq, y)) / (2 * h)
-        assert math.isclose(float(g[i]), float(fd), rel_tol=1e-5, abs_tol=1e-7)
-
-
 def test_map_fit_recovers_a_long_lengthscale_for_an_irrelevant_column():
     rng = np.random.default_rng(6)
     X = rng.random((30, 2))
     y = np.sin(6 * X[:, 0])
-    y = (y - y.mean()) / y.std()
-    params, objective = fit_map(
-        torch.from_numpy(X), torch.from_numpy(y), torch.tensor([False, False]), GPParams.default(2)
-    )
-    assert np.isfinite(objective)
-    assert params.lengthscales[1] > 3 * params.lengthscales[0]
-    assert params.noise < 1e-2
+    gp = MaternGP(np.array([False, False]))
+    gp.condition(X, y, rng)
+    fit = gp.last_fit
+    assert np.isfinite(fit.map_objective)
+    assert fit.lengthscales[1] > 3 * fit.lengthscales[0]
+    assert fit.noise < 1e-2
 
 
 # --- batched L-BFGS-B -----------------------------------------------------------------------------
@@ -458,39 +441,6 @@ def test_dimspec_validation():
         DimSpec("integer")
     with pytest.raises(ValueError):
         gp_engine([DimSpec("continuous")], acquisition="pes")
-
-
-@pytest.mark.parametrize("prior_kind", ["optuna", "lognormal", "flat", "gamma"])
-@pytest.mark.parametrize("n", [1, 7, 60])
-def test_closed_form_map_gradient_equals_autograd(prior_kind, n):
-    from headstart._gp.model import neg_log_posterior_and_grad
-    from headstart._gp.prior import (
-        DimScaledLogNormalHyperPrior,
-        FlatHyperPrior,
-        GammaHyperPrior,
-        OptunaHyperPrior,
-    )
-
-    priors = {
-        "optuna": OptunaHyperPrior(),
-        "lognormal": DimScaledLogNormalHyperPrior(),
-        "flat": FlatHyperPrior(),
-        "gamma": GammaHyperPrior(((1.5, 2.0, 0.7), (3.0, 1.0, 2.0)), (2.0, 1.0), (1.1, 30.0)),
-    }
-    rng = np.random.default_rng(n)
-    X = torch.from_numpy(rng.random((n, 3)))
-    X[:, 2] = torch.from_numpy(rng.choice([0.25, 0.75], n))  # a categorical column
-    y = torch.from_numpy(rng.standard_normal(n))
-    sq = pairwise_sq_diffs(X, X, torch.tensor([False, False, True]))
-    for raw_np in (rng.normal(0.0, 1.0, 5), np.array([9.0, -9.0, 0.0, 6.5, -25.0])):
-        raw = torch.from_numpy(raw_np).requires_grad_(True)
-        loss = neg_log_posterior(raw, sq, y, prior=priors[prior_kind])
-        (auto,) = torch.autograd.grad(loss, raw)
-        value, grad = neg_log_posterior_and_grad(
-            raw_np, sq.numpy(), y.numpy(), prior=priors[prior_kind]
-        )
-        assert value == pytest.approx(float(loss.detach()), rel=1e-10, abs=1e-9)
-        np.testing.assert_allclose(grad, auto.numpy(), rtol=1e-7, atol=1e-8)
 
 
 def test_long_study_warm_fits_match_a_from_scratch_fit():

@@ -241,14 +241,14 @@ def test_map_gradient_trick_equals_autodiff():
         captured["values"], captured["grads"] = fun(np.arange(len(raw)), raw)
         return x0, np.zeros(len(x0))
 
-    original = oracle_module.batched_lbfgsb
-    oracle_module.batched_lbfgsb = spy
+    original = oracle_module.minimize
+    oracle_module.minimize = spy
     try:
         oracle_module.fit_map(
             tree, torch.from_numpy(X), torch.from_numpy(y), restarts=1, rng=np.random.default_rng(0)
         )
     finally:
-        oracle_module.batched_lbfgsb = original
+        oracle_module.minimize = original
     r = torch.from_numpy(raw).requires_grad_(True)
     value = log_posterior(tree, r, torch.from_numpy(X), torch.from_numpy(y))[0]
     (grad,) = torch.autograd.grad(value.sum(), r)

@@ -1,4 +1,5 @@
-"""Batched meta-task GPs (headstart._transfer.metafit): padding, posteriors, weighted sums, fit."""
+"""Batched meta-task GPs (headstart._transfer.metafit on the GP core): padding, posteriors,
+weighted sums, fit."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ import pytest
 import scipy.stats
 import torch
 
-from headstart._transfer.metafit import (
-    MetaGPParams,
-    MetaGPs,
-    fit_meta_gps,
-    log_prior,
-    neg_log_posterior,
-    neg_log_posterior_and_grad,
-)
-from headstart._transfer.se_kernel import se_kernel
+from headstart._gp.batched import BatchedGP
+from headstart._gp.exact import neg_log_lik, neg_log_lik_and_grad, prior_and_grad
+from headstart._gp.fit_settings import SE_COORDS
+from headstart._gp.hyperprior import META_HYPERPRIOR
+from headstart._gp.kernels import batched_kernel
+from headstart._gp.params import GPParams
+from headstart._transfer.metafit import fit_meta_gps
 from headstart.sources import MetaTask
 
 DT = torch.float64
@@ -43,7 +42,7 @@ def _tasks(rng, sizes):
 
 def _params(rng, M, d=3):
     ell = rng.uniform(0.2, 1.2, (M, d))
-    return MetaGPParams(1.0 / ell**2, rng.uniform(0.5, 3.0, M), rng.uniform(1e-4, 1e-2, M))
+    return GPParams(1.0 / ell**2, rng.uniform(0.5, 3.0, M), rng.uniform(1e-4, 1e-2, M))
 
 
 def _brute_kernel(A, B, w, s, is_cat=IS_CAT):
@@ -99,7 +98,7 @@ def _padded_batch(tasks):
 def test_log_prior_matches_scipy_densities():
     ell = np.array([[0.05, 0.3, 2.0], [0.7, 1e-3, 50.0]])
     s, noise = np.array([0.2, 30.0]), np.array([1e-7, 3e-3])
-    got = log_prior(*(torch.from_numpy(np.log(v)) for v in (ell, s, noise))).numpy()
+    got = META_HYPERPRIOR.log_prob(*(torch.from_numpy(np.log(v)) for v in (ell, s, noise))).numpy()
     expected = (
         scipy.stats.gamma.logpdf(ell, 3.0, scale=1 / 6.0).sum(-1)
         + scipy.stats.gamma.logpdf(s, 2.0, scale=1 / 0.15)
@@ -117,8 +116,16 @@ def test_padded_objective_equals_unpadded_computation_and_gradients_agree():
     raw = torch.from_numpy(np.column_stack([np.log(ell), np.log(s), np.log(noise)]))
     is_cat = torch.from_numpy(IS_CAT)
     raw_ag = raw.clone().requires_grad_(True)
-    objective, mll = neg_log_posterior(raw_ag, X, y, mask, n, is_cat)
+    nll = neg_log_lik(raw_ag, X, y, mask, n, is_cat)
+    mll = -nll
+    objective = nll - META_HYPERPRIOR.log_prob(raw_ag[:, :3], raw_ag[:, 3], raw_ag[:, 4])
     (grad_ag,) = torch.autograd.grad(objective.sum(), raw_ag)
+
+    def neg_log_posterior_and_grad(raw, X, y, mask, n, is_cat):
+        value, grad = neg_log_lik_and_grad(raw, X, y, mask, n, is_cat)
+        log_prior, prior_grad = prior_and_grad(raw, META_HYPERPRIOR, SE_COORDS)
+        return value - log_prior, grad - prior_grad
+
     fast, grad = neg_log_posterior_and_grad(raw, X, y, mask, n, is_cat)
     for m, (Xm, zm) in enumerate(tasks):
         expected, expected_mll = _brute_objective(Xm, zm, ell[m], s[m], noise[m])
@@ -137,7 +144,7 @@ def test_padded_objective_equals_unpadded_computation_and_gradients_agree():
 def test_batched_fit_equals_fitting_each_task_alone():
     rng = np.random.default_rng(1)
     tasks = _tasks(rng, [5, 12, 30, 31, 80])  # two size buckets
-    init = MetaGPParams(
+    init = GPParams(
         np.full((5, 3), 1.0 / 0.4**2), np.full(5, 2.0), np.full(5, 1e-3)
     )  # same single start for every task
     together = fit_meta_gps(tasks, IS_CAT, n_restarts=0, init=init)
@@ -175,8 +182,8 @@ def test_restarts_never_worsen_the_map_objective():
     first = fit_meta_gps(tasks, IS_CAT, n_restarts=0)
 
     def objective(gps):
-        raw = torch.from_numpy(gps.params.to_raw())
-        lp = log_prior(raw[:, :3], raw[:, 3], raw[:, 4]).numpy()
+        raw = torch.from_numpy(gps.params.to_raw(SE_COORDS))
+        lp = META_HYPERPRIOR.log_prob(raw[:, :3], raw[:, 3], raw[:, 4]).numpy()
         return -(gps.log_marginal_likelihoods + lp)
 
     assert (objective(best) <= objective(first) + 1e-6).all()
@@ -225,7 +232,7 @@ def _fixed_gps(seed=6, sizes=(3, 8, 1, 12)):
     rng = np.random.default_rng(seed)
     tasks = _tasks(rng, sizes)
     params = _params(rng, len(sizes))
-    return tasks, params, MetaGPs.from_params(tasks, IS_CAT, params), rng
+    return tasks, params, BatchedGP.from_tasks(tasks, IS_CAT, params), rng
 
 
 def test_mean_cov_var_match_brute_force_posterior():
@@ -255,8 +262,8 @@ def test_posterior_matches_botorch_single_task_gp():
     is_cat = np.zeros(2, dtype=bool)
     tasks = [(rng.random((n, 2)), rng.standard_normal(n) * 4 + 3) for n in (5, 11)]
     ell = rng.uniform(0.2, 1.0, (2, 2))
-    params = MetaGPParams(1.0 / ell**2, np.array([1.7, 0.6]), np.array([1e-3, 3e-4]))
-    gps = MetaGPs.from_params(tasks, is_cat, params)
+    params = GPParams(1.0 / ell**2, np.array([1.7, 0.6]), np.array([1e-3, 3e-4]))
+    gps = BatchedGP.from_tasks(tasks, is_cat, params)
     Xq = rng.random((6, 2))
     mean, cov = gps.mean(Xq), gps.cov(Xq, Xq)
     for m, (X, y) in enumerate(tasks):
@@ -280,11 +287,11 @@ def test_posterior_matches_botorch_single_task_gp():
         np.testing.assert_allclose(cov[m], bt_cov, atol=1e-8)
 
 
-def test_se_kernel_matches_brute_force():
+def test_batched_se_kernel_matches_brute_force():
     rng = np.random.default_rng(8)
     A, B = _points(rng, 4), _points(rng, 5)
     params = _params(rng, 2)
-    K = se_kernel(
+    K = batched_kernel(
         torch.from_numpy(A),
         torch.from_numpy(B),
         torch.from_numpy(IS_CAT),
@@ -301,7 +308,7 @@ def test_json_round_trip_gives_identical_predictions():
     tasks = _tasks(rng, [4, 9])
     gps = fit_meta_gps(tasks, IS_CAT, names=["a", "b"], n_restarts=1)
     data = json.loads(json.dumps(gps.to_json()))
-    back = MetaGPs.from_json(data, tasks, IS_CAT)
+    back = BatchedGP.from_json(data, tasks, IS_CAT)
     Xq = _points(rng, 5)
     assert back.names == ["a", "b"]
     np.testing.assert_array_equal(back.mean(Xq), gps.mean(Xq))
@@ -353,13 +360,13 @@ def test_weighted_sums_and_gradients(p):
 
 
 def test_weighted_chunking_and_empty_weights(monkeypatch):
-    from headstart._transfer import metafit
+    from headstart._gp import batched
 
     _, _, gps, rng = _fixed_gps(seed=11)
     Z, X = _points(rng, 3), _points(rng, 9)
     a, b = rng.random(4), rng.random(4)
     full = gps.weighted(a, b, Z)(X, grad=True)
-    monkeypatch.setattr(metafit, "_CHUNK_ELEMENTS", 1)  # one row per chunk
+    monkeypatch.setattr(batched, "_CHUNK_ELEMENTS", 1)  # one row per chunk
     for got, expected in zip(gps.weighted(a, b, Z)(X, grad=True), full, strict=True):
         np.testing.assert_allclose(got, expected, atol=1e-12)
     dcross_v = gps.weighted(a, b, Z)(X, grad=True, contract=lambda Xc, cr: cr[:, None, :])[5]

@@ -10,9 +10,11 @@ import scipy.stats
 import torch
 
 import headstart as hs
-from headstart._gp.kernel import pairwise_sq_diffs
-from headstart._gp.model import GPParams, fit_map, neg_log_posterior
-from headstart._gp.prior import FlatHyperPrior, GammaHyperPrior
+from headstart._gp.exact import fit_exact_gp, neg_log_lik, pad, prior_and_grad
+from headstart._gp.fit_settings import MATERN_COORDS
+from headstart._gp.hyperprior import FLAT_HYPERPRIOR, HyperPrior, gamma_hyperprior
+from headstart._gp.kernels import MATERN52
+from headstart._gp.params import GPParams
 from headstart.mphd import Domain, PriorModel, dimension_context, fit_domains, gamma_mle, pretrain
 from headstart.mphd.pretrain import fit_lengthscale_network
 from helpers import backend_url, release_together
@@ -20,7 +22,7 @@ from helpers import backend_url, release_together
 
 def _gp_draws(rng, d, ell, n=40, m=2, kinds=None):
     """``m`` sub-datasets of a Matérn-5/2 GP draw with lengthscales ``ell`` (plus small noise)."""
-    from headstart._gp.kernel import matern52_np
+    from headstart._gp.kernels import matern52_np
 
     out = []
     for _ in range(m):
@@ -29,6 +31,41 @@ def _gp_draws(rng, d, ell, n=40, m=2, kinds=None):
         K = np.asarray(matern52_np(r2)[0]) + 1e-3 * np.eye(n)
         out.append((X, np.linalg.cholesky(K) @ rng.standard_normal(n)))
     return Domain(f"d{d}-{ell[0]:.2f}", tuple(kinds or ["continuous"] * d), tuple(out))
+
+
+def _map_objective(raw, Xs, ys, prior, is_cat):
+    """``sum_i -log p(y_i | theta) - log p(theta)`` of the Matérn GP at ``raw`` (Matérn coords)."""
+    raw = torch.as_tensor(np.asarray(raw, dtype=np.float64))[None]
+    X, y, mask, n = pad(Xs, ys)
+    nll = neg_log_lik(
+        X=X,
+        y=y,
+        mask=mask,
+        n=n,
+        raw=raw.expand(len(Xs), -1),
+        is_cat=is_cat,
+        kernel=MATERN52,
+        coords=MATERN_COORDS,
+    )
+    return float(nll.sum() - prior_and_grad(raw, prior, MATERN_COORDS)[0][0])
+
+
+def _map_fit(Xs, ys, prior, start, **options):
+    """The core's MAP fit of one Matérn GP on data sets ``Xs``, ``ys`` from ``start``."""
+    d = Xs[0].shape[1]
+    raw, objective = fit_exact_gp(
+        Xs,
+        ys,
+        np.zeros(d, bool),
+        np.asarray(start)[None, None],
+        kernel=MATERN52,
+        prior=prior,
+        coords=MATERN_COORDS,
+        owner=np.zeros(len(Xs), int),
+        per_datum=False,
+        **options,
+    )
+    return raw[0], float(objective[0])
 
 
 def _domains(seed=0, n_domains=4):
@@ -86,27 +123,20 @@ def test_batched_step1_equals_separate_maximum_likelihood_fits():
     domains = _domains(n_domains=3)
     fits = fit_domains(domains, n_points=40)
     for domain, fit in zip(domains, fits, strict=True):
-        # the same data, one space at a time: a flat prior makes fit_map a type-II ML fit
-        Xs = [torch.from_numpy(X) for X, _ in domain.datasets]
-        ys = [torch.from_numpy((y - y.mean()) / y.std()) for _, y in domain.datasets]
+        # the same data, one space at a time: a flat prior makes the MAP a type-II ML fit
+        Xs = [X for X, _ in domain.datasets]
+        ys = [(y - y.mean()) / y.std() for _, y in domain.datasets]
         is_cat = torch.zeros(domain.dim, dtype=torch.bool)
-
-        def total(params, Xs=Xs, ys=ys, is_cat=is_cat):
-            raw = torch.from_numpy(params.to_raw())
-            return sum(
-                float(
-                    neg_log_posterior(
-                        raw, pairwise_sq_diffs(X, X, is_cat), y, prior=FlatHyperPrior()
-                    )
-                )
-                for X, y in zip(Xs, ys, strict=True)
-            )
-
         batched = GPParams(1.0 / fit.lengthscales**2, fit.outputscale, fit.noise)
-        assert total(batched) == pytest.approx(fit.neg_log_likelihood, abs=1e-6)
+        raw = batched.to_raw(MATERN_COORDS)[0]
+        total = _map_objective(raw, Xs, ys, FLAT_HYPERPRIOR, is_cat)
+        assert total == pytest.approx(fit.neg_log_likelihood, abs=1e-6)
         # no single-dataset ML start does better on the sum than the batched optimum
+        default = GPParams(np.ones(domain.dim), 1.0, 1e-2).to_raw(MATERN_COORDS)[0]
         best_single = min(
-            total(fit_map(X, y, is_cat, GPParams.default(domain.dim), prior=FlatHyperPrior())[0])
+            _map_objective(
+                _map_fit([X], [y], FLAT_HYPERPRIOR, default)[0], Xs, ys, FLAT_HYPERPRIOR, is_cat
+            )
             for X, y in zip(Xs, ys, strict=True)
         )
         assert fit.neg_log_likelihood <= best_single + 1e-3
@@ -124,21 +154,16 @@ def test_step1_recovers_the_generating_lengthscales():
 # --- MAP under learned priors ---------------------------------------------------------------------
 def test_map_under_gamma_priors_matches_brute_force_on_1d():
     rng = np.random.default_rng(0)
-    X = torch.from_numpy(rng.random((12, 1)))
-    y = torch.sin(6 * X[:, 0])
+    X = rng.random((12, 1))
+    y = np.sin(6 * X[:, 0])
     y = (y - y.mean()) / y.std()
-    prior = GammaHyperPrior(((3.0,), (10.0,)), (2.0, 2.0), (1.0, 1.0))
+    prior = gamma_hyperprior(((3.0,), (10.0,)), (2.0, 2.0), (1.0, 1.0))
+    ell, s, noise = prior.initial_values(1)
+    start = GPParams.from_values(ell, s, noise).to_raw(MATERN_COORDS, deterministic=True)[0]
+    _, objective = _map_fit([X], [y], prior, start, deterministic=True, pgtol=1e-8)
     is_cat = torch.zeros(1, dtype=torch.bool)
-    _, objective = fit_map(
-        X, y, is_cat, GPParams(*prior.initial(1)), prior=prior, deterministic=True, gtol=1e-8
-    )
-    sq = pairwise_sq_diffs(X, X, is_cat)
     grid = [
-        float(
-            neg_log_posterior(
-                torch.tensor([lw, ls, -30.0], dtype=torch.float64), sq, y, prior=prior
-            )
-        )
+        _map_objective([lw, ls, -30.0], [X], [y], prior, is_cat)
         for lw in np.linspace(-2, 6, 161)
         for ls in np.linspace(-3, 3, 121)
     ]
@@ -262,7 +287,7 @@ def test_transfer_from_all_across_three_spaces_pretrains_once(three_spaces, monk
         assert other._strategy.config.prior_model == key
     assert len(calls) == 1
     hyperprior = study._strategy.engine.surrogate.hyperprior
-    assert isinstance(hyperprior, GammaHyperPrior) and hyperprior.dim == 3
+    assert isinstance(hyperprior, HyperPrior) and hyperprior.dim == 3
 
 
 def test_a_saved_prior_serves_any_space_by_path_or_name(three_spaces, tmp_path):

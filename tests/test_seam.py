@@ -138,12 +138,14 @@ def test_hyperprior_objects_match_scipy_and_round_trip_json():
     import torch
     from scipy import stats
 
-    from headstart._gp.prior import (
+    from headstart._gp.hyperprior import (
         DEFAULT_HYPERPRIOR,
-        DimScaledLogNormalHyperPrior,
-        hyperprior_from_json,
+        DIM_SCALED_HYPERPRIOR,
+        META_HYPERPRIOR,
+        Gamma,
+        HyperPrior,
+        LogNormal,
     )
-    from headstart._transfer.hyperprior import META_HYPERPRIOR, Gamma, LogNormal
 
     x = np.array([0.05, 0.3, 2.0])
     log_x = torch.from_numpy(np.log(x))
@@ -161,7 +163,7 @@ def test_hyperprior_objects_match_scipy_and_round_trip_json():
     assert json.loads(json.dumps(META_HYPERPRIOR.to_json()))["lengthscale"]["shape"] == 3.0
     draws = META_HYPERPRIOR.sample_log(np.random.default_rng(0), (4, 5), 3)
     assert draws.shape == (4, 5, 5) and np.isfinite(draws).all()
-    for prior in (DEFAULT_HYPERPRIOR, DimScaledLogNormalHyperPrior()):
-        assert hyperprior_from_json(json.loads(json.dumps(prior.to_json()))) == prior
-    with pytest.raises(ValueError, match="Unknown hyperprior"):
-        hyperprior_from_json({"kind": "wishart"})
+    for prior in (DEFAULT_HYPERPRIOR, DIM_SCALED_HYPERPRIOR):
+        assert HyperPrior.from_json(json.loads(json.dumps(prior.to_json()))) == prior
+    with pytest.raises(ValueError, match="Not a hyperprior"):
+        HyperPrior.from_json({"kind": "wishart"})

@@ -10,7 +10,8 @@ from headstart._engine.acquisition import Criterion
 from headstart._engine.numerics import standardize
 from headstart._engine.optimize import MixedSpace, optimize_criterion
 from headstart._engine.threads import limit_threads
-from headstart._transfer._common import GPBatch, fit_se_gp
+from headstart._gp.batched import BatchedGP
+from headstart._transfer._common import fit_se_gp
 from headstart._transfer.mtgp import MultiTaskGPSurrogate, subsample
 from headstart._transfer.rgpe import RGPE, loo_posteriors, rank_weights, ranking_loss
 from headstart._transfer.stackgp import StackGP, stack_coefficients
@@ -192,7 +193,7 @@ def test_rgpe_loo_posteriors_match_refits():
     mean, cov = loo_posteriors(X, z, IS_CAT, params)
     for j in (0, 3):
         keep = np.delete(np.arange(6), j)
-        gp = GPBatch([X[keep]], [z[keep]], IS_CAT, params, [0.0], [1.0])
+        gp = BatchedGP.build([X[keep]], [z[keep]], IS_CAT, params)
         np.testing.assert_allclose(mean[j], gp.moments(X)[0][0], atol=1e-10)
         np.testing.assert_allclose(cov[j], gp.cov(X, X)[0], atol=1e-10)
 

@@ -739,8 +739,8 @@ class Study:
 
     def _prior_report(self, diagnostics: dict[str, Any]) -> dict[str, Any]:
         """``prior`` and ``trained_on`` of an MPHD study's :class:`TransferReport`."""
-        prior = diagnostics["hyperprior"]
-        a, b = (np.asarray(part, dtype=np.float64) for part in prior["lengthscale"])
+        prior = diagnostics["hyperprior"]["lengthscale"]
+        a, b = (np.asarray(prior[part], dtype=np.float64) for part in ("shape", "rate"))
         fitted = diagnostics.get("lengthscales")
         names = [c.name for c in self.space.columns]
         per_param = {

@@ -11,6 +11,8 @@ it (vendor, family, model: :func:`reference_kernels.cpu`), since torch's results
 between an Intel and an AMD CPU under those kernels. ``python tests/golden/make_golden.py``
 records this CPU's cases into ``suggestions.json`` (replacing its earlier recording, keeping the
 other CPUs'); ``tests/test_golden.py`` compares a fresh run against this CPU's recording to 1e-9.
+A commit that changes cases on purpose re-records here and, for the CPUs it cannot run on, moves
+those cases of their recordings to ``"stale"`` with the reason (:func:`mark_stale`).
 """
 
 from __future__ import annotations
@@ -168,6 +170,21 @@ def recording_for_this_cpu() -> tuple[dict | None, str]:
 def record_under_reference_kernels() -> dict:
     """:func:`record`, run in a child process under the reference kernels."""
     return reference_kernels.call(__file__, "record")
+
+
+def mark_stale(reasons: dict[str, str]) -> None:
+    """Move ``reasons``' cases to ``"stale"`` (case -> why) in every recording but this CPU's."""
+    here = reference_kernels.cpu()
+    out = []
+    for rec in recordings():
+        if rec["cpu"] != here:
+            stale = rec.setdefault("stale", {})
+            for name, why in reasons.items():
+                if name in rec["cases"]:
+                    del rec["cases"][name]
+                    stale[name] = why
+        out.append(rec)
+    GOLDEN.write_text(json.dumps({"recordings": out}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

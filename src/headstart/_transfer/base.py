@@ -32,14 +32,17 @@ class TransferSurrogate:
         """The test GP's last hyperparameters (raw form), so a resumed study warm-starts alike."""
         if self._target_params is None:
             return {}
-        return {"target": self._target_params.to_raw().tolist()}
+        from headstart._gp.fit_settings import SE_COORDS
+
+        return {"target": self._target_params.to_raw(SE_COORDS).tolist()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         raw = state.get("target")
         if raw is not None:
-            from headstart._transfer.metafit import MetaGPParams
+            from headstart._gp.fit_settings import SE_COORDS
+            from headstart._gp.params import GPParams
 
-            self._target_params = MetaGPParams.from_raw(np.asarray(raw, dtype=np.float64))
+            self._target_params = GPParams.from_raw(np.asarray(raw, dtype=np.float64), SE_COORDS)
 
     def _test_data(self, X_t: np.ndarray, y_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(X_t as n x d float64, y_t as n float64)`` of ``condition``'s arguments, refused
@@ -54,13 +57,16 @@ class TransferSurrogate:
         self, X_t: np.ndarray, z: np.ndarray, rng: np.random.Generator, mean: float, std: float
     ) -> Any:
         """The test GP on standardized ``z`` (``y = mean + std z``), warm-started from the last fit:
-        a one-task :class:`~headstart._transfer._common.GPBatch` (RGPE, StackGP)."""
-        from headstart._transfer._common import GPBatch, fit_se_gp
+        a one-GP :class:`~headstart._gp.batched.BatchedGP` (RGPE, StackGP)."""
+        from headstart._gp.batched import BatchedGP
+        from headstart._transfer._common import fit_se_gp
 
         self._target_params = fit_se_gp(
             X_t, z, self.is_cat, rng=rng, init=self._target_params, deterministic=self.deterministic
         )
-        return GPBatch([X_t], [z], self.is_cat, self._target_params, [mean], [std])
+        return BatchedGP.build(
+            [X_t], [z], self.is_cat, self._target_params, y_mean=[mean], y_std=[std]
+        )
 
     def diagnostics(self) -> dict[str, Any]:
         """``{"weights": report(), "residual_variance": ...}`` of the last ``condition``."""

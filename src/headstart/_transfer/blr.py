@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
+
+from headstart._gp.fit import minimize
 
 LOG_ALPHA_BOUNDS = (-10.0, 12.0)  # ARD precisions of pruned basis functions grow without bound
 LOG_BETA_BOUNDS = (-6.0, 16.0)
@@ -128,10 +129,12 @@ def fit_blr(
             grad = np.array([grad[:r].sum(), grad[r]])
         return value, grad
 
-    res = scipy.optimize.minimize(
-        fun, x0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": 200}
-    )
-    theta = res.x if ard else np.concatenate([np.full(r, res.x[0]), res.x[1:]])
+    def batched(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        value, grad = fun(x[0])
+        return np.array([value]), grad[None, :]
+
+    xs, _ = minimize(batched, x0[None, :], np.asarray(bounds), on_error=None)
+    theta = xs[0] if ard else np.concatenate([np.full(r, xs[0, 0]), xs[0, 1:]])
     return blr_at(theta, Phi, y)
 
 

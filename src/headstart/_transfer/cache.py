@@ -39,10 +39,11 @@ def cached_meta_gps(
     ``map`` spreads a large fit over other processes (see :func:`~headstart._transfer.metafit.
     fit_meta_gps`).
     """
-    from headstart._transfer.metafit import MetaGPs, fit_meta_gps
+    from headstart._gp.batched import BatchedGP
+    from headstart._transfer.metafit import fit_meta_gps
 
     key = meta_gps_key(meta_tasks, is_cat) if cache is not None else None
-    stored = cached(cache, key, lambda s: MetaGPs.from_json(s, meta_tasks, is_cat), "meta GPs")
+    stored = cached(cache, key, lambda s: BatchedGP.from_json(s, meta_tasks, is_cat), "meta GPs")
     if stored is not None:
         return stored
     meta = fit_meta_gps(meta_tasks, is_cat, seed=META_FIT_SEED, map=map)

@@ -63,20 +63,16 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 
 from headstart._engine.numerics import robust_cholesky, standardize
-from headstart._gp.fit_settings import FIT_MAXITER, NOISE_BOUNDS
-from headstart._gp.kernel import sq_dist_np
-from headstart._transfer._common import (
+from headstart._gp.batched import MIN_VAR, unpack_tasks
+from headstart._gp.fit_settings import (
     DETERMINISTIC_NOISE,
-    MIN_VAR,
-    unpack_tasks,
+    FIT_MAXITER,
+    NOISE_BOUNDS,
+    SE_SCALE_BOUNDS,
 )
+from headstart._gp.hyperprior import META_HYPERPRIOR as _PRIOR
+from headstart._gp.kernels import CENTER, sq_dist_np
 from headstart._transfer.base import TransferSurrogate
-from headstart._transfer.hyperprior import META_HYPERPRIOR as _PRIOR
-from headstart._transfer.metafit import (
-    LENGTHSCALE_BOUNDS,
-    OUTPUTSCALE_BOUNDS,
-)
-from headstart._transfer.se_kernel import CENTER
 from headstart.exceptions import HeadstartWarning, NumericsWarning
 
 MAX_META_POINTS = 1024  # cap on the meta points in the joint GP (cubic cost)
@@ -89,7 +85,7 @@ DTYPE = torch.float64
 
 
 class SEHammingKernel(Kernel):
-    r"""``exp(-r^2 / 2)`` with ``r^2`` as :mod:`headstart._transfer.se_kernel` (ARD lengthscales).
+    r"""``exp(-r^2 / 2)`` with ``r^2`` as :mod:`headstart._gp.kernels` (ARD lengthscales).
 
     Numeric columns contribute ``(x_j - x'_j)^2 / ell_j^2``, categorical ones
     ``1[x_j != x'_j] / ell_j^2``. Wrap it in a ``ScaleKernel`` for the output scale.
@@ -379,10 +375,10 @@ class MultiTaskGPSurrogate(TransferSurrogate):
             SEHammingKernel(
                 self.is_cat,
                 lengthscale_prior=GammaPrior(_PRIOR.lengthscale.shape, _PRIOR.lengthscale.rate),
-                lengthscale_constraint=Interval(*LENGTHSCALE_BOUNDS),
+                lengthscale_constraint=Interval(*SE_SCALE_BOUNDS),
             ),
             outputscale_prior=GammaPrior(_PRIOR.outputscale.shape, _PRIOR.outputscale.rate),
-            outputscale_constraint=Interval(*OUTPUTSCALE_BOUNDS),
+            outputscale_constraint=Interval(*SE_SCALE_BOUNDS),
         )
         if self.deterministic:
             noise_constraint = _PinnedInterval(*NOISE_BOUNDS, TARGET_TASK, DETERMINISTIC_NOISE)

@@ -50,15 +50,12 @@ import numpy as np
 import torch
 
 from headstart._engine.numerics import robust_cholesky, standardize
-from headstart._transfer._common import (
-    MIN_VAR,
-    GPBatch,
-    psd_sample,
-    weighted_log_mean_lengthscales,
-)
+from headstart._gp.batched import MIN_VAR, BatchedGP
+from headstart._gp.kernels import batched_kernel
+from headstart._gp.params import GPParams
+from headstart._transfer._common import psd_sample, weighted_log_mean_lengthscales
 from headstart._transfer.base import TransferSurrogate
-from headstart._transfer.metafit import MetaGPParams, MetaGPs, fit_meta_gps
-from headstart._transfer.se_kernel import se_kernel
+from headstart._transfer.metafit import fit_meta_gps
 
 N_SAMPLES = 256  # posterior samples for the weights (BoTorch's RGPE tutorial and transfergpbo)
 DILUTION_BASE_QUANTILE = 50.0  # [RGPE] v1: a base model's median loss ...
@@ -104,7 +101,7 @@ def loo_ranking_loss(F_loo: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def loo_posteriors(
-    X: np.ndarray, z: np.ndarray, is_cat: np.ndarray, params: MetaGPParams
+    X: np.ndarray, z: np.ndarray, is_cat: np.ndarray, params: GPParams
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Joint posteriors of ``f`` at all of ``X`` given all points but ``j``, for every ``j``.
 
@@ -122,7 +119,7 @@ def loo_posteriors(
     """
     n = len(z)
     Xt = torch.from_numpy(np.asarray(X, dtype=np.float64))
-    K_f = se_kernel(
+    K_f = batched_kernel(
         Xt,
         Xt,
         torch.from_numpy(np.asarray(is_cat, dtype=bool)),
@@ -179,9 +176,9 @@ class RGPEPosterior:
 
     def __init__(
         self,
-        meta: MetaGPs,
+        meta: BatchedGP,
         weights: np.ndarray,
-        target: GPBatch | None,
+        target: BatchedGP | None,
         target_weight: float,
     ) -> None:
         self.meta = meta
@@ -268,7 +265,7 @@ class RGPE(TransferSurrogate):
         *,
         seed: int = 0,
         deterministic: bool = False,
-        meta: MetaGPs | None = None,
+        meta: BatchedGP | None = None,
         n_samples: int = N_SAMPLES,
     ) -> None:
         self.is_cat = np.asarray(is_cat, dtype=bool)
@@ -278,7 +275,7 @@ class RGPE(TransferSurrogate):
         self.n_samples = int(n_samples)
         self.weights = np.full(self.meta.n_tasks, 1.0 / self.meta.n_tasks)
         self.target_weight = 0.0
-        self._target_params: MetaGPParams | None = None
+        self._target_params: GPParams | None = None
 
     def condition(
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator

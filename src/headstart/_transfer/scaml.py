@@ -51,7 +51,6 @@ restores the paper's schedule.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,24 +58,17 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.numerics import robust_cholesky
-from headstart._gp.fit_settings import (
-    FIT_MAXITER,
-    FIT_PGTOL,
-    N_PRIOR_STARTS,
-    NOISE_BOUNDS,
-)
-from headstart._gp.kernel import sq_dist_np
+from headstart._gp.batched import BatchedGP
+from headstart._gp.fit import minimize
+from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS
+from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR, HyperPrior
+from headstart._gp.kernels import se_np
 from headstart._transfer.base import TransferSurrogate
-from headstart._transfer.hyperprior import SCAML_TEST_HYPERPRIOR, SEHyperPrior
-from headstart._transfer.metafit import MetaGPs, fit_meta_gps
-from headstart.exceptions import ModelFittingError, NumericsWarning
+from headstart._transfer.metafit import fit_meta_gps
+from headstart.exceptions import ModelFittingError
 
 PRUNE_THRESHOLD = 1e-3  # drop tasks with w_i sd_i M / sum_j w_j sd_j below this at prediction
-ELL_BOUNDS = (1e-4, 1e2)
-SCALE_BOUNDS = (1e-4, 1e2)
-DETERMINISTIC_NOISE = 1e-6  # noise-free objectives: sigma_t^2 pinned here (normalized units)
 MIN_WEIGHT = 1e-10
 RESTART_EVERY = 5  # prior-drawn restarts after at least this many new observations ...
 RESTART_GROWTH = 0.25  # ... and at least this share of the observations at the last restart
@@ -108,8 +100,10 @@ class ScaMLParams:
 
     @classmethod
     def initial(cls, n_tasks: int, dim: int) -> ScaMLParams:
-        """The starting values of [ScaML]'s reference setup: ``w = 1/M``, ``ell = 1``, ``s = 0.1``."""
-        return cls(np.full(n_tasks, 1.0 / max(n_tasks, 1)), np.ones(dim), 0.1, 1e-3)
+        """The starting values of [ScaML]'s reference setup: ``w = 1/M``, ``ell = 1``, ``s = 0.1``,
+        ``sigma^2 = 1e-3`` (:data:`~headstart._gp.hyperprior.SCAML_TEST_HYPERPRIOR`'s)."""
+        ell, s, noise = SCAML_TEST_HYPERPRIOR.initial_values(dim)
+        return cls(np.full(n_tasks, 1.0 / max(n_tasks, 1)), ell, s, noise)
 
     def to_raw(self) -> np.ndarray:
         """``(log ell, log s_t, log sigma_t^2, w)``: the vector L-BFGS-B works on."""
@@ -125,13 +119,6 @@ class ScaMLParams:
             float(np.exp(raw[dim])),
             float(np.exp(raw[dim + 1])),
         )
-
-
-def _se(
-    A: np.ndarray, B: np.ndarray, is_cat: np.ndarray, lengthscales: np.ndarray, scale: float
-) -> np.ndarray:
-    """Squared-exponential ARD kernel ``s exp(-r^2 / 2)`` (Hamming on categorical columns)."""
-    return scale * np.exp(-0.5 * sq_dist_np(A, B, is_cat, lengthscales**-2.0))
 
 
 @dataclass(frozen=True)
@@ -187,7 +174,7 @@ class ScaMLPosterior:
 
     def __init__(
         self,
-        meta: MetaGPs,
+        meta: BatchedGP,
         X_t: np.ndarray,
         z_t: np.ndarray,
         params: ScaMLParams,
@@ -227,7 +214,7 @@ class ScaMLPosterior:
         n = len(self.z_t)
         if n:
             mean_X, _, cross_X = self._meta(self.X_t)
-            K = cross_X / scale**2 + _se(
+            K = cross_X / scale**2 + se_np(
                 self.X_t, self.X_t, self.is_cat, params.lengthscales, params.outputscale
             )
             K[np.diag_indices(n)] += params.noise
@@ -254,7 +241,7 @@ class ScaMLPosterior:
 
     # -- prior pieces ---------------------------------------------------------------------------
     def _test_kernel(self, X: np.ndarray) -> np.ndarray:
-        return _se(X, self.X_t, self.is_cat, self.params.lengthscales, self.residual_scale)
+        return se_np(X, self.X_t, self.is_cat, self.params.lengthscales, self.residual_scale)
 
     def prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Theorem 1 prior mean and variance at ``X`` (normalized units), before test data."""
@@ -291,7 +278,7 @@ class ScaMLPosterior:
             d var_t / dx = d k(x, x) / dx - 2 (d k_x / dx)^T beta
 
         where ``d k_t(x, x) / dx = 0`` (stationary) and the meta terms come from
-        :meth:`~headstart._transfer.metafit.MetaGPs.weighted`.
+        :meth:`~headstart._transfer.metafit.BatchedGP.weighted`.
         """
         X = np.asarray(X, dtype=np.float64)
         s2 = self.scale**2
@@ -326,7 +313,7 @@ class ScaMLPosterior:
         w = self.active_weights
         mean, _, cov_meta = self.meta.weighted(w, w * w, X)(X)
         prior_mean = (mean - self.ybar) / self.scale
-        cov = cov_meta / self.scale**2 + _se(
+        cov = cov_meta / self.scale**2 + se_np(
             X, X, self.is_cat, self.params.lengthscales, self.residual_scale
         )
         if not len(self.z_t):
@@ -337,7 +324,7 @@ class ScaMLPosterior:
         return prior_mean + kx @ self.alpha, cov - V.T @ V
 
 
-def _search_lengthscales(meta: MetaGPs, w: np.ndarray, test_ell: np.ndarray) -> np.ndarray:
+def _search_lengthscales(meta: BatchedGP, w: np.ndarray, test_ell: np.ndarray) -> np.ndarray:
     """Per-column length scale for preconditioning the acquisition search.
 
     The weighted geometric mean of the active meta GPs' lengthscales, capped by ``k_t``'s.
@@ -362,7 +349,7 @@ class _TestObjective:
         is_cat: np.ndarray,
         ybar: float,
         scale: float,
-        prior: SEHyperPrior = SCAML_TEST_HYPERPRIOR,
+        prior: HyperPrior = SCAML_TEST_HYPERPRIOR,
     ) -> None:
         n, d = X_t.shape
         self.d = d
@@ -457,17 +444,9 @@ class _TestObjective:
 
 
 def _bounds(d: int, M: int, deterministic: bool) -> np.ndarray:
-    noise = (
-        (math.log(DETERMINISTIC_NOISE),) * 2
-        if deterministic
-        else tuple(map(math.log, NOISE_BOUNDS))
-    )
-    rows = (
-        [tuple(map(math.log, ELL_BOUNDS))] * d
-        + [tuple(map(math.log, SCALE_BOUNDS)), noise]
-        + [(MIN_WEIGHT, np.inf)] * M
-    )
-    return np.array(rows, dtype=np.float64)
+    """``(log ell, log s_t, log sigma_t^2)`` in the SE GPs' box, then ``w_m >= MIN_WEIGHT``."""
+    weights = np.tile([MIN_WEIGHT, np.inf], (M, 1))
+    return np.vstack([SE_COORDS.bounds(d, deterministic=deterministic), weights])
 
 
 def prior_starts(
@@ -485,7 +464,7 @@ def prior_starts(
 
 
 def fit_test_params(
-    meta: MetaGPs,
+    meta: BatchedGP,
     moments: TaskMoments,
     X_t: np.ndarray,
     y_t: np.ndarray,
@@ -507,7 +486,8 @@ def fit_test_params(
         previous: Warm starts: its ``ell``, ``s_t``, ``sigma_t^2`` with ``w = 1/M`` and with
             its own ``w`` (only the latter when ``n_prior_starts == 0``).
         n_prior_starts: Starts drawn from the priors.
-        deterministic: Pin ``sigma_t^2`` at :data:`DETERMINISTIC_NOISE`.
+        deterministic: Pin ``sigma_t^2`` at
+            :data:`~headstart._gp.fit_settings.DETERMINISTIC_NOISE`.
         meta_at_train: Cached ``(mu_m(X_t), Sigma_m(X_t, X_t))`` (``M x n``, ``M x n x n``).
         factr: L-BFGS-B's relative-decrease tolerance (:data:`FIT_FACTR`).
 
@@ -540,16 +520,11 @@ def fit_test_params(
     def fun(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # per-observation objective, as BoTorch's ExactMarginalLogLikelihood: tolerances then
         # mean the same for every N_t
-        try:
-            values, grad = objective.value_and_grad(torch.from_numpy(x))
-        except ModelFittingError:  # a start wandered into a non-PD kernel: abandon it
-            return np.full(len(x), 1e10), np.zeros_like(x)
+        values, grad = objective.value_and_grad(torch.from_numpy(x))
         return values.numpy() / n, grad.numpy() / n
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumericsWarning)  # jitter retries mid-fit are harmless
-        xs, fs = batched_lbfgsb(fun, x0, bounds, maxiter=FIT_MAXITER, pgtol=FIT_PGTOL, factr=factr)
-    fs = np.where(np.isfinite(fs), fs * n, np.inf)
+    xs, fs = minimize(fun, x0, bounds, factr=factr)
+    fs = fs * n
     best = int(np.argmin(fs))
     return ScaMLParams.from_raw(xs[best], d), float(fs[best]), ybar, scale
 
@@ -581,7 +556,7 @@ class ScaML(TransferSurrogate):
         *,
         seed: int = 0,
         deterministic: bool = False,
-        meta: MetaGPs | None = None,
+        meta: BatchedGP | None = None,
         prune_threshold: float = PRUNE_THRESHOLD,
         restart_every: int = RESTART_EVERY,
         restart_growth: float = RESTART_GROWTH,
@@ -685,7 +660,7 @@ class ScaML(TransferSurrogate):
             "weight_se": {name: se}}``.
         """
         params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
-        se = {n: float(v) for n, v in zip(self.names, self._weight_se(params), strict=True)}
+        se = {n: float(v) for n, v in zip(self.names, self._weightse_np(params), strict=True)}
         out: dict[str, Any] = {"shares": None, "residual_share": None, "weight_se": se}
         if len(self._last_y) < MIN_TRIALS_FOR_SHARES:
             return out
@@ -705,7 +680,7 @@ class ScaML(TransferSurrogate):
             X = X[np.linspace(0, len(X) - 1, limit).astype(int)]
         return X
 
-    def _weight_se(self, params: ScaMLParams) -> np.ndarray:
+    def _weightse_np(self, params: ScaMLParams) -> np.ndarray:
         M, d = len(self.names), len(self.is_cat)
         X_t, y_t = self._last_X, self._last_y
         if self.params is None or not len(y_t):

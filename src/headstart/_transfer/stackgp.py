@@ -43,15 +43,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from headstart._engine.numerics import standardize
-from headstart._transfer._common import (
-    MIN_VAR,
-    GPBatch,
-    fit_se_gp,
-    unpack_tasks,
-    weighted_log_mean_lengthscales,
-)
+from headstart._gp.batched import MIN_VAR, BatchedGP, unpack_tasks
+from headstart._gp.params import GPParams
+from headstart._transfer._common import fit_se_gp, weighted_log_mean_lengthscales
 from headstart._transfer.base import TransferSurrogate
-from headstart._transfer.metafit import MetaGPParams
 
 ALPHA = 1.0  # [Vizier] Sec. 3.3: the relative weight of a level's own data in beta
 _JOINT_MIN_COEF = 1e-12  # levels with a smaller c_l are left out of the joint correlation
@@ -92,7 +87,7 @@ class StackGPPosterior:
 
     includes_noise = False
 
-    def __init__(self, levels: GPBatch, target: GPBatch | None, coef: np.ndarray) -> None:
+    def __init__(self, levels: BatchedGP, target: BatchedGP | None, coef: np.ndarray) -> None:
         self.levels, self.target = levels, target
         self.coef = np.asarray(coef, dtype=np.float64)
         self.d = len(levels.is_cat)
@@ -159,14 +154,6 @@ def _weighted_correlation(C: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.einsum("l,lij->ij", c, C / (sd[:, :, None] * sd[:, None, :]))
 
 
-def _stack_params(params: Sequence[MetaGPParams]) -> MetaGPParams:
-    return MetaGPParams(
-        np.vstack([p.inv_sq_lengthscales for p in params]),
-        np.concatenate([p.outputscale for p in params]),
-        np.concatenate([p.noise for p in params]),
-    )
-
-
 class StackGP(TransferSurrogate):
     r"""StackGP as a transfer surrogate: the meta stack fitted once, the test level per call.
 
@@ -203,22 +190,30 @@ class StackGP(TransferSurrogate):
         self.deterministic, self.alpha = deterministic, float(alpha)
         rng = np.random.default_rng(seed)
         rs, params, r_mean, r_std = [], [], [], []
-        below: list[GPBatch] = []
+        below: list[BatchedGP] = []
         for X, y in zip(Xs, ys, strict=True):
             resid = (y - self.ybar) / self.scale
             for gp in below:
                 resid = resid - gp.moments(X)[0][0]
             r, mu, sd = standardize(resid)
             p = fit_se_gp(X, r, self.is_cat, rng=rng)
-            below.append(GPBatch([X], [r], self.is_cat, p, [mu], [sd]))
+            below.append(BatchedGP.build([X], [r], self.is_cat, p, y_mean=[mu], y_std=[sd]))
             rs.append(r)
             params.append(p)
             r_mean.append(mu)
             r_std.append(sd)
-        self.levels = GPBatch(Xs, rs, self.is_cat, _stack_params(params), r_mean, r_std)
+        self.levels = BatchedGP.build(
+            Xs,
+            rs,
+            self.is_cat,
+            GPParams.stack(params),
+            names=self.names,
+            y_mean=r_mean,
+            y_std=r_std,
+        )
         self.n_meta = [len(y) for y in ys]
         self.coef = stack_coefficients([*self.n_meta, 0], self.alpha)
-        self._target_params: MetaGPParams | None = None
+        self._target_params: GPParams | None = None
 
     def condition(
         self, X_t: np.ndarray, y_t: np.ndarray, rng: np.random.Generator

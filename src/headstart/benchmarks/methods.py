@@ -269,11 +269,9 @@ class TransferVariant:
 def _build_gp_lognormal(ctx):
     """The Matérn GP under Hvarfner et al. (2024)'s dimension-scaled log-normal hyperprior."""
     from headstart._gp import MaternGP
-    from headstart._gp.prior import DimScaledLogNormalHyperPrior
+    from headstart._gp.hyperprior import DIM_SCALED_HYPERPRIOR
 
-    return MaternGP(
-        ctx.is_cat, deterministic=ctx.deterministic, hyperprior=DimScaledLogNormalHyperPrior()
-    )
+    return MaternGP(ctx.is_cat, deterministic=ctx.deterministic, hyperprior=DIM_SCALED_HYPERPRIOR)
 
 
 def _register_ablations() -> None:

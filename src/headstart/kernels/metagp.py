@@ -24,7 +24,7 @@ import scipy.stats
 import torch
 import torch.nn.functional as F
 
-from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._gp.fit import minimize
 from headstart.kernels.grammar import Tree
 from headstart.kernels.sot import TreeFeatures, distance_matrices, sot_kernel
 
@@ -119,7 +119,7 @@ class SOTMetaGP:
         bounds = np.array(
             [[-10, 10], [-10, 10], [-10, 10], [-10, 10], [-10, 10], [-50, 50], [-15, 5]]
         )
-        x, f = batched_lbfgsb(fun, starts, bounds.astype(np.float64))
+        x, f = minimize(fun, starts, bounds.astype(np.float64), on_error=None)
         best = x[int(np.argmin(f))] if np.isfinite(f).any() and f.min() < 1e24 else _INIT
         return cls(trees, g, n_dims, best, features)
 

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.threads import limit_threads
+from headstart._gp.fit import minimize
 from headstart.exceptions import InvalidSettingError
 from headstart.kernels.covariance import (
     NOISE_FLOOR,
@@ -226,7 +226,7 @@ def fit_map(
     """MAP fits from ``restarts`` starts: ``[(log posterior, raw)]``, best first (failed dropped).
 
     The starts run as decoupled L-BFGS-B instances whose evaluations are batched into one
-    batched Cholesky (:func:`headstart._engine.lbfgsb.batched_lbfgsb`). Start 0 is the paper's
+    batched Cholesky (the GP core's :func:`headstart._gp.fit.minimize`). Start 0 is the paper's
     (every value 1.0, noise 1e-4); the others scale the unconstrained values by ``U(0.5, 1.5)``
     factors, and set PER periods as in :func:`period_starts`. ``start`` (positive values, noise
     last) adds one more start, e.g. known generating hyperparameters.
@@ -275,7 +275,7 @@ def fit_map(
         return np.where(bad, 1e25, -value), np.where(bad[:, None], 0.0, -grad)
 
     bounds = raw_bounds(tree, X.numpy())
-    x, f = batched_lbfgsb(fun, np.clip(starts, bounds[:, 0], bounds[:, 1]), bounds, maxiter=maxiter)
+    x, f = minimize(fun, starts, bounds, maxiter=maxiter, on_error=None)
     fits = [(-float(fi), xi) for fi, xi in zip(f, x, strict=True) if np.isfinite(fi) and fi < 1e24]
     fits.sort(key=lambda fit: -fit[0])
     return fits

@@ -4,7 +4,7 @@ Earlier studies rarely share one search space. MPHD learns from all of them how 
 *this kind* of space looks -- a Gamma prior for each lengthscale from that dimension's context
 (:mod:`headstart.mphd.context`), and shared Gammas for the signal and noise variances -- and
 applies it to a space never seen before: the GP is then fit by MAP under these priors at every
-step (:class:`headstart._gp.prior.GammaHyperPrior`).
+step (:func:`headstart._gp.hyperprior.gamma_hyperprior`).
 
 Typical use goes through the study::
 

@@ -6,14 +6,14 @@ hierarchical GP is approximated by Laplace's method (Eq. 1-2), which splits pre-
 
 **Step 1** (Eq. 3) -- one type-II maximum-likelihood GP per space, shared by all its
 sub-datasets: ``theta_i = argmax sum_j log N(y_ij | 0, K_ij(theta_i) + sigma_i^2 I)`` with the
-Matérn-5/2 ARD kernel of :mod:`headstart._gp.kernel` on encoded inputs in ``[0, 1]^d`` and each
+Matérn-5/2 ARD kernel of :mod:`headstart._gp.kernels` on encoded inputs in ``[0, 1]^d`` and each
 sub-dataset's values standardized (the paper min-max scales them; standardizing is what the GP
 does at BO time, so the learned scales match it, and it fixes the constant mean at 0 -- the
 paper's Normal prior on a constant mean has no role on standardized values). All spaces are fit
-in **one** batched L-BFGS-B: the sub-datasets are padded to a common size and dimension (padded
-points get an identity block, padded dimensions a zero distance), the objective is the sum of
-every sub-dataset's negative log likelihood, and the spaces' parameters do not interact, so one
-optimizer run fits them all. Every sub-dataset is subsampled to at most ``n_points`` points
+by the GP core's batched exact GP (:func:`headstart._gp.exact.fit_exact_gp`): the sub-datasets
+are padded to a common size and dimension (padded points get an identity block, padded
+dimensions a zero distance), and every (space, start) pair is its own L-BFGS-B run on the sum of
+its sub-datasets' negative log likelihoods (per observation), all evaluated in batches. Every sub-dataset is subsampled to at most ``n_points`` points
 (the paper: 50 per Adam step).
 
 **Step 2** (Eq. 4) -- the priors, by maximum likelihood on the step-1 estimates: a network from a
@@ -200,97 +200,67 @@ def fit_domains(
 
 
 def _fit_batched(kept, maxiter: int, progress: Progress | None = None) -> list[DomainFit]:
-    import scipy.optimize
-    import torch
+    """Every space's ML GP (:func:`headstart._gp.exact.fit_exact_gp`): a space's sub-datasets
+    share its hyperparameters; spaces and starts are independent L-BFGS-B runs, batched."""
+    from headstart._gp.exact import fit_exact_gp
+    from headstart._gp.fit_settings import MATERN_COORDS
+    from headstart._gp.hyperprior import FLAT_HYPERPRIOR
+    from headstart._gp.kernels import MATERN52
+    from headstart._gp.params import GPParams
 
-    from headstart._engine.numerics import robust_cholesky
-    from headstart._gp.kernel import matern52, pairwise_sq_diffs
-    from headstart._gp.model import MIN_NOISE, _raw_bounds
-
-    G = len(kept)
     D = max(domain.dim for domain, _ in kept)
     sets = [(g, X, y, domain) for g, (domain, data) in enumerate(kept) for X, y in data]
-    B, N = len(sets), max(len(y) for _, _, y, _ in sets)
-    sq = torch.zeros(B, N, N, D, dtype=torch.float64)
-    Y = torch.zeros(B, N, dtype=torch.float64)
-    mask = torch.zeros(B, N, dtype=torch.float64)
-    for b, (_, X, y, domain) in enumerate(sets):
-        n, d = X.shape
-        is_cat = torch.tensor([k == "categorical" for k in domain.kinds])
-        Xt = torch.from_numpy(X)
-        sq[b, :n, :n, :d] = pairwise_sq_diffs(Xt, Xt, is_cat)
-        Y[b, :n] = torch.from_numpy(y)
-        mask[b, :n] = 1.0
-    group = torch.tensor([g for g, *_ in sets])
-    counts = mask.sum(1)
-    outer = mask.unsqueeze(-1) * mask.unsqueeze(-2)
-    pad_diag = torch.diag_embed(1.0 - mask)
-    S = len(_STARTS)
+    is_cat = np.zeros((len(sets), D), dtype=bool)
+    for i, (_, _, _, domain) in enumerate(sets):
+        is_cat[i, : domain.dim] = [k == "categorical" for k in domain.kinds]
+    full = MATERN_COORDS.bounds(D)
+    starts, bounds = [], []
+    for domain, _ in kept:
+        box = full.copy()
+        box[domain.dim : D] = 0.0  # padded dimensions: w = 1 on a zero distance
+        bounds.append(box)
+        starts.append(
+            [
+                np.r_[
+                    np.full(domain.dim, -2.0 * math.log(ell0)),
+                    np.zeros(D - domain.dim),
+                    0.0,
+                    math.log(1e-2),
+                ]
+                for ell0 in _STARTS
+            ]
+        )
 
-    def unpack(raw: torch.Tensor):
-        raw = raw.view(S, G, D + 2)
-        return raw[..., :D].exp(), raw[..., D].exp(), raw[..., D + 1].exp() + MIN_NOISE
+    def step(calls: int) -> None:
+        progress(STEP1, min(calls, maxiter), maxiter)
 
-    def per_set_nll(raw: torch.Tensor) -> torch.Tensor:
-        w, s, noise = unpack(raw)
-        r2 = torch.einsum("bijd,sbd->sbij", sq, w[:, group])
-        K = s[:, group, None, None] * matern52(r2) * outer
-        K = K + torch.diag_embed(noise[:, group, None] * mask) + pad_diag
-        L = robust_cholesky(K, warn=False, label="MPHD step-1 kernel")
-        a = torch.linalg.solve_triangular(L, Y.unsqueeze(-1).expand(S, B, N, 1), upper=False)
-        logdet = torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
-        return 0.5 * a.squeeze(-1).pow(2).sum(-1) + logdet + 0.5 * counts * math.log(2 * math.pi)
-
-    def fun(raw_np: np.ndarray) -> tuple[float, np.ndarray]:
-        raw = torch.from_numpy(raw_np).requires_grad_(True)
-        loss = per_set_nll(raw).sum()
-        (grad,) = torch.autograd.grad(loss, raw)
-        return float(loss.detach()), grad.numpy()
-
-    bounds, x0 = [], []
-    for ell0 in _STARTS:
-        for domain, _ in kept:
-            real = _raw_bounds(domain.dim)
-            bounds += real[:-2] + [(0.0, 0.0)] * (D - domain.dim) + real[-2:]
-            x0 += [-2.0 * math.log(ell0)] * domain.dim + [0.0] * (D - domain.dim)
-            x0 += [0.0, math.log(1e-2)]
-    iterations = itertools.count(1)
-
-    def step(_x: np.ndarray) -> None:
-        if progress is not None:
-            progress(STEP1, next(iterations), maxiter)
-
-    res = scipy.optimize.minimize(
-        fun,
-        np.array(x0),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        callback=step,
-        options={"maxiter": maxiter, "gtol": 1e-5},
+    raw, nll = fit_exact_gp(
+        [X for _, X, _, _ in sets],
+        [y for _, _, y, _ in sets],
+        is_cat,
+        np.asarray(starts),
+        kernel=MATERN52,
+        prior=FLAT_HYPERPRIOR,
+        coords=MATERN_COORDS,
+        owner=np.array([g for g, *_ in sets]),
+        bounds=np.asarray(bounds),
+        maxiter=maxiter,
+        callback=None if progress is None else step,
     )
     if progress is not None:
         progress(STEP1, maxiter, maxiter)  # converged early: the step is done
-    raw = torch.from_numpy(res.x)
-    with torch.no_grad():
-        nll = per_set_nll(raw)  # S x B
-        per_domain = torch.zeros(S, G, dtype=torch.float64).index_add_(1, group, nll)
-        w, s, noise = unpack(raw)
-    best = per_domain.argmin(0)
-    fits = []
-    for g, (domain, data) in enumerate(kept):
-        k = int(best[g])
-        fits.append(
-            DomainFit(
-                domain.name,
-                1.0 / np.sqrt(w[k, g, : domain.dim].numpy()),
-                float(s[k, g]),
-                float(noise[k, g]),
-                float(per_domain[k, g]),
-                len(data),
-            )
+    params = GPParams.from_raw(raw, MATERN_COORDS)
+    return [
+        DomainFit(
+            domain.name,
+            params.lengthscales[g, : domain.dim],
+            float(params.outputscale[g]),
+            float(params.noise[g]),
+            float(nll[g]),
+            len(data),
         )
-    return fits
+        for g, (domain, data) in enumerate(kept)
+    ]
 
 
 def gamma_mle(x: np.ndarray) -> tuple[float, float]:

@@ -146,11 +146,12 @@ class PriorModel:
         return ab[:, 0], ab[:, 1]
 
     def hyperprior(self, kinds: Sequence[str]):
-        r"""The :class:`~headstart._gp.prior.GammaHyperPrior` of a space with these column kinds."""
-        from headstart._gp.prior import GammaHyperPrior
+        r"""The Gamma hyperprior (:func:`headstart._gp.hyperprior.gamma_hyperprior`) of a space with
+        these column kinds."""
+        from headstart._gp.hyperprior import gamma_hyperprior
 
         a, b = self.lengthscale_gammas(kinds)
-        return GammaHyperPrior((tuple(a), tuple(b)), self.outputscale, self.noise)
+        return gamma_hyperprior((tuple(a), tuple(b)), self.outputscale, self.noise)
 
     # --- files ---------------------------------------------------------------------------------
     def _model_json(self) -> dict[str, Any]:

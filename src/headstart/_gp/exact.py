@@ -1,0 +1,350 @@
+r"""The batched exact GP's marginal likelihood and its MAP fit: every exact-GP fit of headstart.
+
+Model (Rasmussen & Williams 2006, Ch. 2): ``y = f(X) + eps``, ``f ~ GP(0, s f(r^2))`` (Matérn-5/2
+or SE, :mod:`headstart._gp.kernels`), ``eps ~ N(0, sigma^2 I)``, on standardized ``y`` and ``X``
+in ``[0, 1]^d``. With ``K = k(X, X) + sigma^2 I = L L^T`` and ``alpha = K^{-1} y``:
+
+    log p(y | theta) = -1/2 y^T alpha - sum_i log L_ii - n/2 log(2 pi)          (R&W Eq. 2.30)
+
+**Batching.** ``R`` GPs -- tasks, restarts, or several data sets per task (MPHD's sub-datasets
+share one task's hyperparameters) -- are evaluated in one batched torch computation. Data sets
+are padded to a common size: a padded row ``i`` has ``y_i = 0`` and ``K_ii = 1``, ``K_ij = 0``
+(``j != i``), so ``K`` is block diagonal with an identity block, its Cholesky factor is
+``blockdiag(L_m, I)`` and the padding adds exactly 0 to ``y^T K^{-1} y`` and to ``log det K``.
+Sets are grouped by size (geometric buckets, :func:`size_buckets`) so that one large set does not
+make every small one cubic in the large size.
+
+**Gradient** (:func:`neg_log_lik_and_grad`), in closed form: with ``W = K^{-1} - alpha alpha^T``
+(the gradient of ``-log p(y | theta)`` in ``K`` is ``W / 2``, R&W Eq. 5.9), ``K_f = s f(r^2)``
+and ``G = s f'(r^2)``:
+
+    d / d log s        = 1/2 sum_ik W_ik K_f,ik
+    d / d raw_noise    = 1/2 (sigma^2 - floor) tr(W)
+    d / d log w_j      = 1/2 w_j sum_ik W_ik G_ik D_j,ik,   D_j,ik = (x_ij - x_kj)^2 or 1[x_ij != x_kj]
+
+and for numeric ``j``, ``sum_ik P_ik D_j,ik = 2 sum_i x_ij^2 (P 1)_i - 2 x_j^T P x_j`` (``P``
+symmetric, ``x`` centred), so no ``N x N x d`` tensor is formed. This avoids autograd through the
+batched Cholesky (several times the cost of the factorization); :func:`neg_log_lik` is the
+autograd reference it is tested against. The hyperprior's terms (:mod:`headstart._gp.hyperprior`)
+have closed-form gradients too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from headstart._engine.numerics import robust_cholesky
+from headstart._engine.threads import limit_threads
+from headstart._gp.fit import minimize
+from headstart._gp.fit_settings import (
+    FIT_FACTR,
+    FIT_MAXITER,
+    FIT_PGTOL,
+    SE_COORDS,
+    Coordinates,
+)
+from headstart._gp.hyperprior import META_HYPERPRIOR, HyperPrior
+from headstart._gp.kernels import DTYPE, SE, FeatureMaps, StationaryKernel, log_kernel, vocabulary
+from headstart._gp.params import unpack_raw
+
+_BUCKET_RATIO = 1.25  # data sets whose sizes differ by less than this factor share a padded size
+_BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
+_FIT_CHUNK_ELEMENTS = 1 << 18  # rows per objective call: ~2 MB of kernel matrices (cache-sized)
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+# --- padding ----------------------------------------------------------------------------------
+def pad(
+    Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], d: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded ``X`` (``M x N x d``; padding, and columns beyond a set's own, at the cube centre),
+    ``y`` (0 on padding), ``mask`` (1 on real rows) and ``n`` (real rows per set, as float64: an
+    integer tensor would make ``0.5 * n`` a float32)."""
+    n = np.array([len(y) for y in ys], dtype=np.float64)
+    d = max(X.shape[1] for X in Xs) if d is None else d
+    X = np.full((len(Xs), int(n.max()), d), 0.5)
+    y = np.zeros((len(Xs), int(n.max())))
+    mask = np.zeros((len(Xs), int(n.max())))
+    for m, (Xm, ym) in enumerate(zip(Xs, ys, strict=True)):
+        X[m, : len(ym), : Xm.shape[1]], y[m, : len(ym)], mask[m, : len(ym)] = Xm, ym, 1.0
+    return torch.from_numpy(X), torch.from_numpy(y), torch.from_numpy(mask), torch.from_numpy(n)
+
+
+def size_buckets(n: np.ndarray) -> list[np.ndarray]:
+    """Indices grouped by geometric size class (ratio ``1.25``, floor ``16``)."""
+    key = np.ceil(
+        np.log(np.maximum(n, _BUCKET_FLOOR) / _BUCKET_FLOOR) / math.log(_BUCKET_RATIO) - 1e-9
+    ).astype(int)
+    return [np.flatnonzero(key == k) for k in np.unique(key)]
+
+
+# --- the marginal likelihood ------------------------------------------------------------------
+def neg_log_lik(
+    raw: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    n: torch.Tensor,
+    is_cat: torch.Tensor,
+    *,
+    kernel: StationaryKernel = SE,
+    coords: Coordinates = SE_COORDS,
+) -> torch.Tensor:
+    r"""``-log p(y | theta)`` of ``R`` padded data sets (autograd-safe reference).
+
+    Args:
+        raw: ``R x (d + 2)`` coordinates (:class:`~headstart._gp.fit_settings.Coordinates`).
+        X: ``R x N x d`` inputs, padded rows arbitrary.
+        y: ``R x N`` standardized targets, 0 on padded rows.
+        mask: ``R x N``: 1 on real rows, 0 on padded rows (real rows first).
+        n: ``R`` numbers of real rows.
+        is_cat: ``d`` boolean mask of categorical columns.
+        kernel: :data:`~headstart._gp.kernels.SE` or :data:`~headstart._gp.kernels.MATERN52`.
+        coords: The coordinates ``raw`` is in.
+
+    Returns:
+        ``R`` values, differentiable in ``raw``.
+    """
+    from headstart._gp.kernels import batched_kernel
+
+    w, _, log_s, noise, _ = unpack_raw(raw, coords)
+    K = batched_kernel(X, X, is_cat, w, torch.exp(log_s), kernel=kernel, symmetric=True)
+    K = K * (mask.unsqueeze(-1) * mask.unsqueeze(-2))
+    K = K + torch.diag_embed(noise.unsqueeze(-1) * mask + (1.0 - mask))
+    L = robust_cholesky(K, diag_mask=mask, warn=False, label="A GP kernel matrix")
+    a = torch.linalg.solve_triangular(L, y.unsqueeze(-1), upper=False).squeeze(-1)
+    logdet = torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+    return 0.5 * (a * a).sum(-1) + logdet + 0.5 * n * _LOG_2PI
+
+
+def neg_log_lik_and_grad(
+    raw: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    n: torch.Tensor,
+    is_cat: torch.Tensor,
+    *,
+    kernel: StationaryKernel = SE,
+    coords: Coordinates = SE_COORDS,
+    padded: bool = True,
+    vocab: list[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r""":func:`neg_log_lik` and its gradient in ``raw``, in closed form (module docstring).
+
+    The kernel matrix is built in place from the feature maps (``log s - r^2 / 2`` in one
+    ``bmm``), so each ``R x N x N`` array is streamed through memory as few times as possible.
+
+    Args:
+        raw, X, y, mask, n, is_cat, kernel, coords: As for :func:`neg_log_lik`.
+        padded: ``False`` promises ``mask`` is all ones (skips the masking).
+        vocab: Categorical vocabulary covering ``X`` (default: computed from ``X``).
+
+    Returns:
+        ``(values R, gradients R x (d + 2))``.
+    """
+    w, _, log_s, noise, excess = unpack_raw(raw, coords)
+    se = kernel is SE
+    valid = mask > 0 if padded else None
+    maps = FeatureMaps(w, log_s, is_cat, vocabulary(is_cat, X) if vocab is None else vocab)
+    # SE: padded rows get log k = -inf, hence k = 0 exactly; other kernels are masked after
+    E = log_kernel(maps.phi(X, valid if se else None), maps.psi(X, valid if se else None))
+    E = torch.minimum(E, log_s[:, None, None], out=E)  # r^2 >= 0
+    diag = log_s.unsqueeze(-1).expand(-1, E.shape[-1])
+    E.diagonal(dim1=-2, dim2=-1).copy_(
+        diag if valid is None or not se else diag.masked_fill(~valid, -math.inf)
+    )
+    if se:
+        Kf = E.exp_()  # exactly 0 in padded rows and columns
+        G = None
+    else:
+        r2 = E.neg_().add_(log_s[:, None, None]).mul_(2.0).clamp_min_(0.0)
+        f, df = kernel.f_and_df(r2)
+        s = torch.exp(log_s)[:, None, None]
+        Kf, G = s * f, s * df
+        if valid is not None:
+            outer = mask.unsqueeze(-1) * mask.unsqueeze(-2)
+            Kf, G = Kf * outer, G * outer
+    K = Kf.clone()
+    K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1) * mask + (1.0 - mask))
+    L = robust_cholesky(K, diag_mask=mask, warn=False, label="A GP kernel matrix")
+    K_inv = torch.cholesky_inverse(L)
+    alpha = torch.cholesky_solve(y.unsqueeze(-1), L)  # R x N x 1 (two triangular solves: more
+    # accurate than K_inv @ y on an ill-conditioned K)
+    value = (
+        0.5 * (y * alpha.squeeze(-1)).sum(-1)
+        + torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        + 0.5 * n * _LOG_2PI
+    )
+    W = K_inv.sub_(alpha * alpha.transpose(-1, -2))  # K^-1 - alpha alpha^T
+    g_noise = 0.5 * excess * (torch.diagonal(W, dim1=-2, dim2=-1) * mask).sum(-1)
+    if se:  # G = -K_f / 2: one product serves the scale's and the lengthscales' gradients
+        P = W.mul_(Kf)
+        row = P.sum(-1)  # R x N
+        g_s = 0.5 * row.sum(-1, keepdim=True)
+        factor = -0.5 if coords.log_w else 1.0  # d/dl of -mll = factor * w * D(W * K_f)
+    else:
+        g_s = 0.5 * (W * Kf).sum((-1, -2)).unsqueeze(-1)
+        P = W.mul_(G)
+        row = P.sum(-1)
+        factor = 1.0 if coords.log_w else -2.0  # d/dl of -mll = factor * w * D(W * G)
+    Xc = X - 0.5  # P is 0 in padded rows and columns
+    D = (Xc * Xc * row.unsqueeze(-1)).sum(-2) - (Xc * (P @ Xc)).sum(-2)  # R x d
+    for j in maps.cat_cols:
+        differ = X[:, :, j].unsqueeze(-1) != X[:, :, j].unsqueeze(-2)
+        D[:, j] = 0.5 * (P * differ).sum((-1, -2))
+    g_ls = w * D if factor == 1.0 else factor * w * D
+    return value, torch.cat([g_ls, g_s, g_noise.unsqueeze(-1)], dim=-1)
+
+
+def prior_and_grad(
+    raw: torch.Tensor, prior: HyperPrior, coords: Coordinates
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""``log p(theta)`` of ``R x (d + 2)`` coordinates and its gradient in them (chain rule of
+    :class:`~headstart._gp.fit_settings.Coordinates`)."""
+    _, log_ell, log_s, noise, excess = unpack_raw(raw, coords)
+    log_noise = raw[:, -1] if not coords.noise_floor else torch.log(noise)
+    grad = prior.grad(log_ell, log_s, log_noise)
+    scale = coords.ls_to_log_ell()
+    if scale != 1.0:
+        grad[:, :-2] *= scale
+    if coords.noise_floor:
+        grad[:, -1] *= excess / noise
+    return prior.log_prob(log_ell, log_s, log_noise), grad
+
+
+# --- the fit ----------------------------------------------------------------------------------
+def fit_exact_gp(
+    Xs: Sequence[np.ndarray],
+    ys: Sequence[np.ndarray],
+    is_cat: np.ndarray,
+    starts: np.ndarray,
+    *,
+    kernel: StationaryKernel = SE,
+    prior: HyperPrior = META_HYPERPRIOR,
+    coords: Coordinates = SE_COORDS,
+    owner: np.ndarray | None = None,
+    bounds: np.ndarray | None = None,
+    deterministic: bool = False,
+    per_datum: bool = True,
+    maxiter: int = FIT_MAXITER,
+    pgtol: float = FIT_PGTOL,
+    factr: float = FIT_FACTR,
+    on_error: float | None = None,
+    callback: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""MAP hyperparameters of ``T`` GPs, every (GP, start) pair one L-BFGS-B run, all batched.
+
+    GP ``t`` maximizes ``sum_{i: owner_i = t} log p(y_i | theta_t) + log p(theta_t)`` over its
+    data sets ``i`` (one per GP unless ``owner`` says otherwise), from each of its starts; the
+    best start wins.
+
+    Args:
+        Xs: Data sets' inputs ``n_i x d_i`` in ``[0, 1]`` (``d_i <= d``: missing columns are
+            padded at the cube centre; pin their coordinates with ``bounds``).
+        ys: Their standardized targets.
+        is_cat: ``d`` mask of categorical columns, or one per data set (``len(Xs) x d``).
+        starts: ``T x S x (d + 2)`` starting coordinates.
+        kernel: :data:`~headstart._gp.kernels.SE` or :data:`~headstart._gp.kernels.MATERN52`.
+        prior: The hyperprior.
+        coords: The coordinates of ``starts`` and of the result.
+        owner: ``len(Xs)`` GP index of each data set (default ``0..T-1``).
+        bounds: ``T x (d + 2) x 2`` boxes (default ``coords``' for every GP).
+        deterministic: Pin the noise (``coords.deterministic_noise``).
+        per_datum: L-BFGS-B sees each GP's objective divided by its number of observations (as
+            BoTorch's ``ExactMarginalLogLikelihood``, so tolerances mean the same for every size).
+        maxiter, pgtol, factr, on_error, callback: As :func:`headstart._gp.fit.minimize`.
+
+    Returns:
+        ``(raw T x (d + 2), objective T)``: each GP's best coordinates and its minimized
+        ``-(log p(y | theta) + log p(theta))`` (not divided by the size).
+    """
+    T, S, k = starts.shape
+    d = k - 2
+    owner = np.arange(T) if owner is None else np.asarray(owner, dtype=int)
+    cats = np.broadcast_to(np.asarray(is_cat, dtype=bool), (len(Xs), d))
+    sizes = np.array([len(y) for y in ys])
+    total = np.bincount(owner, weights=sizes, minlength=T)
+    if bounds is None:
+        bounds = coords.bounds(d, deterministic=deterministic)
+    run_bounds = np.repeat(np.broadcast_to(bounds, (T, k, 2)), S, axis=0)
+    sets_of = [np.flatnonzero(owner == t) for t in range(T)]
+    # buckets of data sets: one size class and one categorical pattern each
+    buckets = []
+    for pattern in np.unique(cats, axis=0):
+        same = np.flatnonzero((cats == pattern).all(axis=1))
+        for members in size_buckets(sizes[same]):
+            members = same[members]
+            data = pad([Xs[i] for i in members], [ys[i] for i in members], d)
+            cat_t = torch.from_numpy(pattern.copy())
+            buckets.append((members, data, cat_t, vocabulary(cat_t, data[0])))
+    bucket_of = np.empty(len(Xs), dtype=int)
+    pos_in_bucket = np.empty(len(Xs), dtype=int)
+    for b, (members, *_) in enumerate(buckets):
+        bucket_of[members], pos_in_bucket[members] = b, np.arange(len(members))
+
+    def fun(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gp = idx // S
+        values = torch.zeros(len(idx), dtype=DTYPE)
+        grads = torch.zeros(len(idx), k, dtype=DTYPE)
+        raw = torch.from_numpy(x)
+        row_run = np.concatenate([np.full(len(sets_of[t]), r) for r, t in enumerate(gp)])
+        row_set = np.concatenate([sets_of[t] for t in gp])
+        for b in np.unique(bucket_of[row_set]):
+            members, (Xb, yb, maskb, nb), cat_t, vocab = buckets[b]
+            in_bucket = np.flatnonzero(bucket_of[row_set] == b)
+            size = Xb.shape[1]
+            step = max(1, _FIT_CHUNK_ELEMENTS // size**2)  # keep each chunk cache-sized
+            for start in range(0, len(in_bucket), step):
+                rows = in_bucket[start : start + step]
+                loc = torch.from_numpy(pos_in_bucket[row_set[rows]])
+                runs = torch.from_numpy(row_run[rows])
+                value, grad = neg_log_lik_and_grad(
+                    raw[runs],
+                    Xb[loc],
+                    yb[loc],
+                    maskb[loc],
+                    nb[loc],
+                    cat_t,
+                    kernel=kernel,
+                    coords=coords,
+                    padded=bool((sizes[members[loc.numpy()]] < size).any()),
+                    vocab=vocab,
+                )
+                values.index_add_(0, runs, value)
+                grads.index_add_(0, runs, grad)
+        log_prior, prior_grad = prior_and_grad(raw, prior, coords)
+        values, grads = values - log_prior, grads - prior_grad
+        if per_datum:
+            scale = torch.from_numpy(total[gp])
+            values, grads = values / scale, grads / scale.unsqueeze(-1)
+        return values.numpy(), grads.numpy()
+
+    with limit_threads():
+        xs, fs = minimize(
+            fun,
+            starts.reshape(T * S, k),
+            run_bounds,
+            maxiter=maxiter,
+            pgtol=pgtol,
+            factr=factr,
+            on_error=on_error,
+            callback=callback,
+        )
+    fs = fs.reshape(T, S) * (total[:, None] if per_datum else 1.0)
+    best = fs.argmin(axis=1)
+    return xs.reshape(T, S, k)[np.arange(T), best], fs[np.arange(T), best]
+
+
+__all__ = [
+    "fit_exact_gp",
+    "neg_log_lik",
+    "neg_log_lik_and_grad",
+    "pad",
+    "prior_and_grad",
+    "size_buckets",
+]

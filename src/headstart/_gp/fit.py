@@ -1,0 +1,93 @@
+r"""The one optimizer of every hyperparameter fit: decoupled multi-start L-BFGS-B, batched.
+
+:func:`minimize` runs one SciPy L-BFGS-B per start (:func:`headstart._engine.lbfgsb.
+batched_lbfgsb`: each start keeps its own Hessian approximation and convergence test, and the
+starts' function evaluations are batched into one call), with the limits of
+:mod:`headstart._gp.fit_settings`. The exact GPs (:func:`headstart._gp.exact.fit_exact_gp`: the
+Matérn GP, the meta-task GPs, RGPE's and StackGP's GPs, MPHD's pre-training) and the models that
+combine GPs (ScaML-GP's test GP, the BOSOT oracle and its meta-GP, the ABLR / ABRAC head) all fit
+through it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from headstart._engine.lbfgsb import batched_lbfgsb
+from headstart._gp.fit_settings import FIT_FACTR, FIT_MAXITER, FIT_PGTOL
+from headstart.exceptions import ModelFittingError, NumericsWarning
+
+BatchedObjective = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+FAILED = 1e10  # the value a start that fails (a non-PD kernel) reports, with a zero gradient
+
+
+def minimize(
+    fun: BatchedObjective,
+    x0: np.ndarray,
+    bounds: np.ndarray,
+    *,
+    maxiter: int = FIT_MAXITER,
+    pgtol: float = FIT_PGTOL,
+    factr: float = FIT_FACTR,
+    on_error: float | None = FAILED,
+    callback: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Minimize ``fun`` from every row of ``x0`` (independent L-BFGS-B runs, batched calls).
+
+    Args:
+        fun: ``fun(starts, x)`` maps ``m`` start indices and their ``m x k`` points to
+            ``(values m, gradients m x k)``.
+        x0: ``b x k`` starting points (clipped to ``bounds``).
+        bounds: ``k x 2`` or ``b x k x 2`` boxes.
+        maxiter, pgtol, factr: L-BFGS-B's limits (:mod:`headstart._gp.fit_settings`).
+        on_error: The value reported, with a zero gradient, by a start for which ``fun`` raises
+            :class:`~headstart.exceptions.ModelFittingError` (it wandered into a kernel that is
+            not positive definite; a failing batch is re-evaluated start by start, so the others
+            go on); ``None`` lets the error through.
+        callback: Called with the number of batched evaluations so far, after each (progress).
+
+    Returns:
+        ``(x b x k, f b)``; a non-finite final value is ``inf``.
+    """
+    x0 = np.asarray(x0, dtype=np.float64)
+    bounds = np.asarray(bounds, dtype=np.float64)
+    x0 = np.clip(x0, bounds[..., 0], bounds[..., 1])
+
+    def guarded(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return fun(idx, x)
+        except ModelFittingError:
+            if on_error is None:
+                raise
+            if len(x) == 1:
+                return np.full(1, on_error), np.zeros_like(x)
+        # one start's kernel failed: evaluate the batch start by start, so only it is penalized
+        parts = [guarded(idx[i : i + 1], x[i : i + 1]) for i in range(len(x))]
+        return np.concatenate([v for v, _ in parts]), np.concatenate([g for _, g in parts])
+
+    calls = 0
+
+    def counted(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal calls
+        out = guarded(idx, x)
+        calls += 1
+        callback(calls)
+        return out
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)  # jitter retries mid-fit are harmless
+        xs, fs = batched_lbfgsb(
+            guarded if callback is None else counted,
+            x0,
+            bounds,
+            maxiter=maxiter,
+            pgtol=pgtol,
+            factr=factr,
+        )
+    return xs, np.where(np.isfinite(fs), fs, np.inf)
+
+
+__all__ = ["FAILED", "minimize"]
