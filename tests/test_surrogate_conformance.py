@@ -87,8 +87,17 @@ def _grammar(kernel: str):
 
 
 # name -> (builder(d, is_cat, tasks), categorical column?)
+def _mphd(d, is_cat, tasks):
+    """The Matérn GP under MPHD's Gamma hyperprior (what method="mphd" builds)."""
+    from headstart._gp.hyperprior import gamma_hyperprior
+
+    prior = gamma_hyperprior(((2.0,) * d, (8.0,) * d), (2.0, 1.0), (1.1, 30.0))
+    return MaternGP(is_cat, hyperprior=prior)
+
+
 BUILDERS = {
     "matern": lambda d, is_cat, tasks: MaternGP(is_cat),
+    "mphd": _mphd,
     "grammar": _grammar("SE[0] * SE[1]"),
     "grammar-auto": _grammar("auto"),
     "scaml": lambda d, is_cat, tasks: ScaML(tasks, is_cat),
@@ -97,8 +106,11 @@ BUILDERS = {
     "mtgp": lambda d, is_cat, tasks: MultiTaskGPSurrogate(tasks, is_cat),
     "abrac": _neural("abrac"),
     "ablr": _neural("ablr"),
+    "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
 }
-CATEGORICAL = ("matern", "scaml", "rgpe", "stackgp", "abrac")  # grammar kernels are numeric-only
+CATEGORICAL = ("matern", "mphd", "scaml", "rgpe", "stackgp", "abrac")  # grammar: numeric-only
+# posteriors that condition on pending points without a refit; the others use the constant liar
+FANTASIZING = {"matern", "mphd", "scaml", "abrac", "ablr", "ablr-sgd-fixed"}
 CASES = [*BUILDERS, *(f"{name}-cat" for name in CATEGORICAL)]
 
 # Real violations of the contract found by this suite (NaN posteriors from RGPE and StackGP, an
@@ -165,6 +177,12 @@ def test_deterministic_matern_interpolates(categorical):
 
 
 @pytest.mark.parametrize("case", params())
+def test_fantasies_condition_as_bayes_rule(case):
+    s = Setup(case)
+    assert suite.check_fantasize(s.case) == (case.removesuffix("-cat") in FANTASIZING)
+
+
+@pytest.mark.parametrize("case", params())
 def test_constant_targets(case):
     s = Setup(case)
     suite.check_constant_targets(s.case)
@@ -208,6 +226,37 @@ def test_suite_catches_a_wrong_gradient():
 
     with pytest.raises(AssertionError, match="dvar/dx disagrees"):
         suite.check_gradients(suite.SurrogateCase(lambda: Skewed(is_cat), X, y, is_cat))
+
+
+@pytest.mark.parametrize(
+    ("flaw", "message"),
+    [("shift", "moved the mean"), ("noise", "increased the variance"), ("mutate", "mutated")],
+)
+def test_suite_catches_a_wrong_fantasy(flaw, message):
+    """The fantasy check is not vacuous: a biased, a noisier or a mutating fantasize fails it."""
+    X, y, is_cat = make_data(False, seed=1)
+
+    class Flawed(MaternGP):
+        def condition(self, train_X, train_y, rng):
+            posterior, y_model = super().condition(train_X, train_y, rng)
+            inner = posterior.fantasize
+
+            def fantasize(Z, z):
+                if flaw == "shift":
+                    return inner(Z, z + 0.1)
+                out = inner(Z, z)
+                if flaw == "noise":
+                    base = out.posterior
+                    out.posterior = lambda Q: (base(Q)[0], base(Q)[1] * 1.5)
+                else:
+                    posterior.alpha = posterior.alpha * 1.01
+                return out
+
+            posterior.fantasize = fantasize
+            return posterior, y_model
+
+    with pytest.raises(AssertionError, match=message):
+        suite.check_fantasize(suite.SurrogateCase(lambda: Flawed(is_cat), X, y, is_cat))
 
 
 # --- the acquisition criterion on a mock posterior ----------------------------------------------

@@ -583,6 +583,61 @@ def check_determinism(case: SurrogateCase) -> None:
     np.testing.assert_allclose(v2, v1, rtol=1e-10, atol=1e-14, err_msg="variance")
 
 
+FANTASY_TOL = 1e-6  # relative to the variance scale: fantasies vs a fresh conditioning
+
+
+def check_fantasize(case: SurrogateCase) -> bool:
+    r"""A posterior's ``fantasize`` (optional; :class:`~headstart._engine.protocols.
+    FantasizingPosterior`) conditions on more observations as Bayes' rule does.
+
+    Fantasies at ``p = 3`` new points ``X_p`` with values equal to the posterior mean there (the
+    engine's "kriging believer" for pending points) must:
+
+    * return a posterior that satisfies the protocol, finite at the query points;
+    * leave the mean unchanged everywhere (observing the expected value teaches nothing about
+      the mean of a Gaussian model);
+    * never increase the variance, and decrease it at ``X_p``;
+    * not depend on the order of the fantasies: ``fantasize(A).fantasize(B)`` equals
+      ``fantasize(A + B)``;
+    * leave the original posterior as it was.
+
+    Returns:
+        ``False`` when the posterior has no ``fantasize`` (the engine then refits on the
+        constant liar), ``True`` when the checks ran.
+    """
+    factory, train_X, train_y, is_cat, seed = case.unpack()
+    posterior, _ = _condition(factory(), train_X, train_y, seed)
+    if not hasattr(posterior, "fantasize"):
+        return False
+    name = type(posterior).__name__
+    rng = np.random.default_rng(seed + 3)
+    cat = _is_cat(is_cat, np.shape(train_X)[1])
+    X_p = sample_points(train_X, 3, rng, is_cat=cat, min_distance=MIN_DISTANCE)
+    X_q = sample_points(train_X, 7, rng, is_cat=cat)
+    X_q = np.vstack([X_q, X_p])
+    mean_p, var_p = posterior.posterior(X_p)
+    before = posterior.posterior(X_q)
+    fantasy = posterior.fantasize(X_p, mean_p)
+    assert isinstance(fantasy, Posterior), f"{name}.fantasize does not return a Posterior."
+    _assert_posterior_finite(f"{name}.fantasize", fantasy, X_q)
+    mean, var = fantasy.posterior(X_q)
+    scale = _variance_scale(posterior, before[1], var)
+    tol = FANTASY_TOL * scale
+    np.testing.assert_allclose(
+        mean, before[0], atol=tol**0.5 * 1e-3 + tol, err_msg=f"{name}: fantasies moved the mean"
+    )
+    assert np.all(var <= before[1] + tol), f"{name}: fantasies increased the variance."
+    assert np.all(var[-3:] < var_p), f"{name}: the variance at the fantasies did not decrease."
+    one_by_one = posterior.fantasize(X_p[:1], mean_p[:1]).fantasize(X_p[1:], mean_p[1:])
+    m2, v2 = one_by_one.posterior(X_q)
+    np.testing.assert_allclose(m2, mean, atol=tol, err_msg=f"{name}: fantasy order, mean")
+    np.testing.assert_allclose(v2, var, atol=tol, err_msg=f"{name}: fantasy order, variance")
+    again = posterior.posterior(X_q)
+    np.testing.assert_array_equal(again[0], before[0], err_msg=f"{name}: fantasize mutated it")
+    np.testing.assert_array_equal(again[1], before[1], err_msg=f"{name}: fantasize mutated it")
+    return True
+
+
 def check_all(case: SurrogateCase, *, interpolates: bool = False) -> None:
     """Run every check of this module (about 15 ``condition`` calls)."""
     for check in (
@@ -594,6 +649,7 @@ def check_all(case: SurrogateCase, *, interpolates: bool = False) -> None:
         check_state_roundtrip,
         check_empty_data,
         check_determinism,
+        check_fantasize,
     ):
         check(case)
     check_training_points(case, interpolates=interpolates)
@@ -613,6 +669,7 @@ __all__ = [
     "check_constant_targets",
     "check_determinism",
     "check_empty_data",
+    "check_fantasize",
     "check_gradients",
     "check_joint_posterior",
     "check_nan_guard",
