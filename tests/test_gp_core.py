@@ -195,10 +195,11 @@ def test_fit_reaches_the_optimum_of_scipy_on_the_autograd_objective(kernel):
     assert reference(raw[0])[0] == pytest.approx(objective[0], rel=1e-10)
 
 
-def test_sets_sharing_a_gp_sum_their_likelihoods_and_runs_stay_independent():
+@pytest.mark.parametrize("sizes", [[12, 20, 9], [12, 9, 10]], ids=["two-buckets", "one-bucket"])
+def test_sets_sharing_a_gp_sum_their_likelihoods_and_runs_stay_independent(sizes):
     """MPHD's case: a GP owns several data sets; each (GP, start) is its own run."""
     rng = np.random.default_rng(5)
-    Xs, ys = _data(rng, [12, 20, 9])
+    Xs, ys = _data(rng, sizes)
     starts = np.stack([np.tile(FLAT_HYPERPRIOR.initial_raw(3), (2, 1))] * 2)
     starts[:, 1, :3] = 0.5
     shared, objective = fit_exact_gp(

@@ -55,8 +55,18 @@ def _floats(v: Any) -> float | tuple[float, ...]:
     return tuple(float(x) for x in v) if isinstance(v, list | tuple | np.ndarray) else float(v)
 
 
-def _as_tensor(v: float | tuple[float, ...], like: torch.Tensor) -> float | torch.Tensor:
-    return v if isinstance(v, float) else torch.tensor(v, dtype=like.dtype)
+Array = torch.Tensor | np.ndarray  # the priors work on either: torch in autograd, numpy in fits
+
+
+def _as_tensor(v: float | tuple[float, ...], like: Array) -> float | Array:
+    if isinstance(v, float):
+        return v
+    return torch.tensor(v, dtype=like.dtype) if isinstance(like, torch.Tensor) else np.asarray(v)
+
+
+def _xp(x: Array):
+    """The array module of ``x``: torch for tensors, numpy for arrays (same ``exp`` / ``log``)."""
+    return torch if isinstance(x, torch.Tensor) else np
 
 
 @dataclass(frozen=True)
@@ -87,18 +97,22 @@ class Gamma:
             raise ValueError("Gamma's shape and rate need the same number of entries.")
 
     def log_prob(self, log_x: torch.Tensor) -> torch.Tensor:
-        a, b = _as_tensor(self.shape, log_x), _as_tensor(self.rate, log_x)
-        power = (a - 1.0 + float(self.jacobian)) * log_x
-        if self.normalized:
-            a_np, b_np = np.asarray(self.shape), np.asarray(self.rate)
-            const = _floats(a_np * np.log(b_np) - np.vectorize(math.lgamma)(a_np))
-            return _as_tensor(const, log_x) + power - b * torch.exp(log_x)
-        return power - b * torch.exp(log_x)
+        return self.value_and_grad(log_x)[0]
 
     def grad(self, log_x: torch.Tensor) -> torch.Tensor:
         """``d log_prob / d log x = (a - 1 + J) - b x``."""
+        return self.value_and_grad(log_x)[1]
+
+    def value_and_grad(self, log_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`log_prob` and :meth:`grad`, sharing ``x = exp(log x)``."""
         a, b = _as_tensor(self.shape, log_x), _as_tensor(self.rate, log_x)
-        return (a - 1.0 + float(self.jacobian)) - b * torch.exp(log_x)
+        power = a - 1.0 + float(self.jacobian)
+        bx = b * _xp(log_x).exp(log_x)
+        if self.normalized:
+            a_np, b_np = np.asarray(self.shape), np.asarray(self.rate)
+            const = _floats(a_np * np.log(b_np) - np.vectorize(math.lgamma)(a_np))
+            return _as_tensor(const, log_x) + power * log_x - bx, power - bx
+        return power * log_x - bx, power - bx
 
     def sample_log(self, rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
         """``log x`` for ``x`` drawn from the prior."""
@@ -129,14 +143,18 @@ class LogNormal:
     normalized: bool = True
 
     def log_prob(self, log_x: torch.Tensor) -> torch.Tensor:
-        z2 = 0.5 * ((log_x - self.mu) / self.sigma) ** 2
-        if self.normalized:
-            return -log_x - math.log(self.sigma) - 0.5 * _LOG_2PI - z2
-        return -log_x - z2
+        return self.value_and_grad(log_x)[0]
 
     def grad(self, log_x: torch.Tensor) -> torch.Tensor:
         """``d log_prob / d log x = -1 - (log x - mu) / sigma^2``."""
-        return -1.0 - (log_x - self.mu) / self.sigma**2
+        return self.value_and_grad(log_x)[1]
+
+    def value_and_grad(self, log_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = (log_x - self.mu) / self.sigma
+        value = -log_x - 0.5 * z * z
+        if self.normalized:
+            value = value - (math.log(self.sigma) + 0.5 * _LOG_2PI)
+        return value, -1.0 - z / self.sigma
 
     def sample_log(self, rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
         return rng.normal(self.mu, self.sigma, size)
@@ -169,6 +187,9 @@ class DimScaledLogNormal:
     def grad(self, log_x: torch.Tensor) -> torch.Tensor:
         return self._of(log_x.shape[-1]).grad(log_x)
 
+    def value_and_grad(self, log_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._of(log_x.shape[-1]).value_and_grad(log_x)
+
     def sample_log(self, rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
         return self._of(size[-1]).sample_log(rng, size)
 
@@ -184,13 +205,16 @@ class OptunaLengthscale:
     c: float = 0.1
 
     def log_prob(self, log_x: torch.Tensor) -> torch.Tensor:
-        w = torch.exp(-2.0 * log_x)
-        return -(self.c / w + self.c * w)
+        return self.value_and_grad(log_x)[0]
 
     def grad(self, log_x: torch.Tensor) -> torch.Tensor:
         """``d / d log ell = -2 w d/dw = -2 (c / w - c w)``."""
-        w = torch.exp(-2.0 * log_x)
-        return -2.0 * (self.c / w - self.c * w)
+        return self.value_and_grad(log_x)[1]
+
+    def value_and_grad(self, log_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w = _xp(log_x).exp(-2.0 * log_x)
+        inv, lin = self.c / w, self.c * w
+        return -(inv + lin), -2.0 * (inv - lin)
 
     def sample_log(self, rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
         from scipy.stats import geninvgauss
@@ -211,7 +235,10 @@ class Flat:
         return log_x * 0.0
 
     def grad(self, log_x: torch.Tensor) -> torch.Tensor:
-        return torch.zeros_like(log_x)
+        return log_x * 0.0
+
+    def value_and_grad(self, log_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.log_prob(log_x), self.grad(log_x)
 
     def sample_log(self, rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
         raise ValueError("A flat prior has no draws; give the fit its starting points.")
@@ -274,28 +301,29 @@ class HyperPrior:
         self, log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor
     ) -> torch.Tensor:
         """``R`` log densities for ``R x d`` log lengthscales, ``R`` log scales and noises."""
-        if self.dim is not None and log_ell.shape[-1] != self.dim:
-            raise ValueError(
-                f"This prior has {self.dim} lengthscales; the GP has {log_ell.shape[-1]}."
-            )
-        return (
-            self.lengthscale.log_prob(log_ell).sum(-1)
-            + self.outputscale.log_prob(log_s)
-            + self.noise.log_prob(log_noise)
-        )
+        return self.value_and_grad(log_ell, log_s, log_noise)[0]
 
     def grad(
         self, log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor
     ) -> torch.Tensor:
         """Gradient of :meth:`log_prob` in ``(log ell, log s, log sigma^2)``: ``R x (d + 2)``."""
-        return torch.cat(
-            [
-                self.lengthscale.grad(log_ell),
-                self.outputscale.grad(log_s).unsqueeze(-1),
-                self.noise.grad(log_noise).unsqueeze(-1),
-            ],
-            dim=-1,
-        )
+        return self.value_and_grad(log_ell, log_s, log_noise)[1]
+
+    def value_and_grad(
+        self, log_ell: torch.Tensor, log_s: torch.Tensor, log_noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`log_prob` and :meth:`grad` in one pass (what every fit evaluation needs)."""
+        if self.dim is not None and log_ell.shape[-1] != self.dim:
+            raise ValueError(
+                f"This prior has {self.dim} lengthscales; the GP has {log_ell.shape[-1]}."
+            )
+        v_ell, g_ell = self.lengthscale.value_and_grad(log_ell)
+        v_s, g_s = self.outputscale.value_and_grad(log_s)
+        v_noise, g_noise = self.noise.value_and_grad(log_noise)
+        xp = _xp(log_ell)
+        join = torch.cat if xp is torch else np.concatenate
+        grad = join([g_ell, g_s[..., None], g_noise[..., None]], -1)
+        return v_ell.sum(-1) + v_s + v_noise, grad
 
     def sample_log(self, rng: np.random.Generator, batch: tuple[int, ...], d: int) -> np.ndarray:
         """``batch x (d + 2)`` vectors ``(log ell, log s, log sigma^2)`` drawn from the prior."""

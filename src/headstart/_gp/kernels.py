@@ -157,13 +157,13 @@ def pairwise_sq_diffs(A: torch.Tensor, B: torch.Tensor, is_cat: torch.Tensor) ->
 
     Args:
         A: ``... x m x d``.
-        B: ``n x d`` (broadcast against ``A``'s batch shape).
+        B: ``n x d`` or ``... x n x d`` (broadcast against ``A``'s batch shape).
         is_cat: ``d`` boolean mask of categorical columns.
 
     Returns:
         ``... x m x n x d``.
     """
-    diff = A.unsqueeze(-2) - B
+    diff = A.unsqueeze(-2) - B.unsqueeze(-3)
     sq = diff * diff
     if bool(is_cat.any()):
         sq = torch.where(is_cat, (diff != 0).to(sq.dtype), sq)
@@ -297,11 +297,19 @@ class FeatureMaps:
 
     def psi(self, X: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         """``M x n x k`` right features; rows with ``valid == False`` give ``k = 0``."""
+        return self.phi_psi(X, valid)[1]
+
+    def phi_psi(
+        self, X: torch.Tensor, valid: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`phi` and :meth:`psi` of the same points, sharing the work."""
         scaled, h, onehot = self._parts(X)
         if valid is not None:
             h = h.masked_fill(~valid, float("-inf"))
+        one = torch.ones_like(h).unsqueeze(-1)
+        h = h.unsqueeze(-1)
         code = onehot * self._code_w.unsqueeze(-2)
-        return torch.cat([scaled, torch.ones_like(h).unsqueeze(-1), h.unsqueeze(-1), code], -1)
+        return torch.cat([scaled, h, one, onehot], -1), torch.cat([scaled, one, h, code], -1)
 
 
 def log_kernel(phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
