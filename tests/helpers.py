@@ -14,8 +14,6 @@ import contextlib
 import importlib.util
 import multiprocessing as mp
 import os
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,39 +59,15 @@ def backend_url(backend: str, tmp_path: Path, filename: str = "test.db") -> str:
 
 @contextlib.contextmanager
 def fresh_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    """An empty storage: a new SQLite file, or a new database on the PostgreSQL server of
-    ``.ci/run`` (dropped afterwards; skipped when there is no server), so tests that count the
-    studies of a storage run unchanged on both."""
-    if backend != "postgresql":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    url = backend_url(backend, tmp_path)
-    from sqlalchemy import create_engine, text
+    """An empty storage of ``backend`` (:func:`headstart.testing.storages.fresh_storage_url`),
+    skipped when its server is not configured."""
+    from headstart.testing.storages import Unavailable, fresh_storage_url
 
-    name = f"fresh_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
-
-    def run(sql: str) -> None:  # a server another test just restarted may still be starting
-        for attempt in range(40):
-            try:
-                with admin.connect() as conn:
-                    conn.execute(text(sql))
-                return
-            except Exception:
-                if attempt == 39:
-                    raise
-                time.sleep(0.25)
-
-    run(f"CREATE DATABASE {name}")
     try:
-        yield f"{url.rsplit('/', 1)[0]}/{name}"
-    finally:
-        from headstart.storage import sql
-
-        for storage in list(sql._OPEN_FILES):  # nothing to fold for a server; just in case
-            storage.close()
-        run(f"DROP DATABASE {name} WITH (FORCE)")
-        admin.dispose()
+        with fresh_storage_url(backend, tmp_path) as url:
+            yield url
+    except Unavailable as e:  # raised before the test runs: no server for this backend
+        pytest.skip(str(e))
 
 
 def benchmark_script(name: str) -> Any:

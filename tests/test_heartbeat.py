@@ -129,7 +129,7 @@ def _slow_or_skewed_worker(url: str, name: str, barrier, role: str) -> None:
     every ask. No live trial may be failed: every ask and tell of every worker succeeds."""
     from datetime import UTC, datetime, timedelta
 
-    import headstart.storage.sql as sql
+    import headstart.storage._clock as clock
 
     study = hs.load_study(name, url)
     if role == "slow":
@@ -141,7 +141,7 @@ def _slow_or_skewed_worker(url: str, name: str, barrier, role: str) -> None:
 
         study._strategy.suggest = slow_suggest
     if role == "skewed":
-        sql._now = lambda: (datetime.now(UTC) - timedelta(seconds=10)).isoformat()
+        clock.now = lambda: (datetime.now(UTC) - timedelta(seconds=10)).isoformat()
     barrier.wait()
     if role == "fast":
         end = time.monotonic() + 4.0

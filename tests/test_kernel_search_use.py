@@ -203,7 +203,7 @@ def test_kernel_settings_are_validated_at_create_study():
         hs.create_study("a", space, storage=None, kernel="SE[1]")
     with pytest.raises(InvalidSettingError, match="numeric parameters only"):
         hs.create_study("b", mixed, storage=None, kernel="auto")
-    with pytest.raises(InvalidSettingError, match="needs method='gp'"):
+    with pytest.raises(InvalidSettingError, match="'kernel' is an option of method 'gp'"):
         hs.create_study("c", space, storage=None, kernel="auto", method="random")
     with pytest.raises(InvalidSettingError, match="Unknown kernel_search option"):
         hs.create_study("d", space, storage=None, kernel="auto", kernel_search={"often": 3})

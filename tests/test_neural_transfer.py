@@ -71,7 +71,7 @@ def test_basis_count_rule():
     fixed = NeuralTransfer([], np.array([False]), net=net, active="all")
     assert fixed.n_active(3) == 20
     assert NeuralTransfer([], np.array([False]), net=net, active=7).n_active(50) == 7
-    assert NeuralTransfer([], np.array([False]), net=net, variant="ablr").n_active(2) == 20
+    assert NeuralTransfer([], np.array([False]), net=net, basis="ablr", ard=False).n_active(2) == 20
 
 
 def test_feature_jacobian_matches_finite_differences():

@@ -157,7 +157,9 @@ def test_an_optuna_study_object_and_its_mismatch_errors():
 
 
 def test_settings_are_checked_when_the_sampler_is_built():
-    with pytest.raises(InvalidSettingError, match="unknown setting"):
+    with pytest.raises(
+        InvalidSettingError, match=r"Unknown setting or option 'aquisition'.*'acquisition'"
+    ):
         HeadstartSampler(aquisition="ei")
     with pytest.raises(InvalidSettingError, match="transfer_from"):
         HeadstartSampler("scaml")

@@ -13,6 +13,7 @@ import headstart as hs
 from headstart import _methods
 from headstart._config import StudyConfig
 from headstart._methods import BuildContext, MethodSpec, get_method, register_method
+from headstart._methods.gp import GPOptions
 
 _PROBE = "import sys\n{code}\nprint(sorted(m for m in ('torch', 'botorch', 'scipy.stats', 'sqlalchemy') if m in sys.modules))"
 
@@ -93,7 +94,7 @@ def toy_method():
         MethodSpec("toy", "none", "a flat test surrogate", lambda ctx: _MeanOfData())
     )
     yield spec
-    del _methods._REGISTRY["toy"]
+    _methods.unregister_method("toy")
 
 
 def test_a_new_method_is_one_registration(toy_method):
@@ -115,12 +116,13 @@ def test_unknown_method_lists_the_registry():
 def test_builders_make_protocol_surrogates():
     from headstart._engine.protocols import Surrogate
 
-    surrogate = get_method("gp").build(BuildContext(is_cat=np.array([False, True])))
+    context = BuildContext(is_cat=np.array([False, True]), options=GPOptions())
+    surrogate = get_method("gp").build(context)
     assert isinstance(surrogate, Surrogate) and not surrogate.informative_prior
 
 
 def test_study_config_is_frozen_validated_and_round_trips_json():
-    config = StudyConfig(method="scaml", seed=3, ucb_beta=4, kernel_search=None)
+    config = StudyConfig(method="scaml", seed=3, ucb_beta=4, options={"fit_factr": 1e7})
     assert StudyConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
     with pytest.raises(AttributeError):
         config.seed = 4  # frozen
@@ -129,8 +131,8 @@ def test_study_config_is_frozen_validated_and_round_trips_json():
     for bad in ({"deterministic": 1}, {"n_initial": 0}, {"ucb_beta": -1}, {"acquisition": "pes"}):
         with pytest.raises(hs.InvalidSettingError):
             StudyConfig(**bad)
-    with pytest.raises(hs.InvalidSettingError, match="needs method='gp'"):
-        StudyConfig(method="scaml", kernel="auto")
+    with pytest.raises(hs.InvalidSettingError, match="'kernel' is an option of method 'gp'"):
+        StudyConfig(method="scaml", options={"kernel": "auto"})
     assert StudyConfig.from_json({"method": "gp", "seed": 1, "from_a_newer_version": 1}).seed == 1
 
 

@@ -18,18 +18,42 @@ from headstart.exceptions import (
     UnknownStudyError,
     UnknownTrialError,
 )
-from headstart.storage import SCHEMA_VERSION, Storage, TrialState, get_storage
+from headstart.storage import SCHEMA_VERSION, BaseStorage, Storage, TrialState, get_storage
+from headstart.testing.storages import STORAGE_MODES
 from helpers import fresh_url
 
 SPACE = {"params": {"x": {"type": "float", "low": 0.0, "high": 1.0}}}
 
 
+# every backend whose storage other connections (processes) share: the in-memory one is not
+SHARED = [m for m in STORAGE_MODES if m != "sqlite-memory"]
+
+
 @pytest.fixture(
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
+    params=[
+        pytest.param(
+            mode, marks=[pytest.mark.xdist_group("postgres")] if "postgres" in mode else []
+        )
+        for mode in SHARED
+    ]
 )
 def url(request, tmp_path):
-    """An empty storage on SQLite, then on PostgreSQL: the tests that take ``url`` run as one
-    suite on both backends."""
+    """An empty storage of every backend (:mod:`headstart.testing.storages`): the tests that
+    take ``url`` are one suite, run on SQLite and on PostgreSQL."""
+    with fresh_url(request.param, tmp_path) as fresh:
+        yield fresh
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(
+            mode, marks=[pytest.mark.xdist_group("postgres")] if "postgres" in mode else []
+        )
+        for mode in STORAGE_MODES
+    ]
+)
+def one_url(request, tmp_path):
+    """An empty storage of every backend, in-memory included, for tests that open it once."""
     with fresh_url(request.param, tmp_path) as fresh:
         yield fresh
 
@@ -53,8 +77,8 @@ def test_file_storage_is_shared_and_reopened(url):
     assert fresh.get_study("s").space == SPACE and fresh.get_study("s").settings == {"seed": 1}
 
 
-def test_duplicate_and_unknown_study_messages(url):
-    store = Storage(url)
+def test_duplicate_and_unknown_study_messages(one_url):
+    store = get_storage(one_url)
     new_study(store, "a")
     with pytest.raises(DuplicatedStudyError, match="'a' already exists"):
         new_study(store, "a")
@@ -64,8 +88,8 @@ def test_duplicate_and_unknown_study_messages(url):
         store.delete_study("b")
 
 
-def test_trial_life_cycle_and_numbers(url):
-    store = Storage(url)
+def test_trial_life_cycle_and_numbers(one_url):
+    store = get_storage(one_url)
     sid = new_study(store).study_id
     t0 = store.create_trial(sid, state=TrialState.RUNNING, params={"x": 0.25})
     t1 = store.create_trial(sid, state=TrialState.WAITING, params={"x": 0.5}, source="enqueue")
@@ -84,8 +108,8 @@ def test_trial_life_cycle_and_numbers(url):
     assert [t.number for t in store.get_trials(sid, states=[TrialState.COMPLETE])] == [0]
 
 
-def test_create_trials_is_one_transaction(url):
-    store = Storage(url)
+def test_create_trials_is_one_transaction(one_url):
+    store = get_storage(one_url)
     sid = new_study(store).study_id
     rows = [{"state": "complete", "params": {"x": 0.1}, "value": 2.0, "source": "import"}]
     rows.append({"state": "complete", "params": {"x": math.nan}, "value": 1.0})  # not JSON
@@ -96,8 +120,8 @@ def test_create_trials_is_one_transaction(url):
     assert [t.number for t in made] == [0, 1, 2]
 
 
-def test_list_and_delete(url):
-    store = Storage(url)
+def test_list_and_delete(one_url):
+    store = get_storage(one_url)
     sid = new_study(store, "lo").study_id
     hi = store.create_study("hi", direction="maximize", space=SPACE, settings={}).study_id
     for v in (3.0, 1.0, 2.0):
@@ -201,8 +225,8 @@ def test_model_cache_round_trip_survives_reopening(url):
     assert reopened.clear_cache() == 1 and store.get_cache("k") is None
 
 
-def test_model_cache_refuses_what_is_not_json(url):
-    store = Storage(url)
+def test_model_cache_refuses_what_is_not_json(one_url):
+    store = get_storage(one_url)
     with pytest.raises(StorageError, match="not JSON"):
         store.put_cache("k", "x", {"bad": math.nan})
     with pytest.raises(StorageError, match="not JSON"):
@@ -249,8 +273,8 @@ def test_version_2_storage_gains_heartbeats_on_open(tmp_path):
     assert running.heartbeat_at is not None and store.record_heartbeat(running.trial_id)
 
 
-def test_bulk_reads_of_studies_and_trials(url):
-    store = Storage(url)
+def test_bulk_reads_of_studies_and_trials(one_url):
+    store = get_storage(one_url)
     a, b = new_study(store, "a"), new_study(store, "b")
     store.create_trials(a.study_id, [{"state": "complete", "params": {"x": 0.1}, "value": 1.0}] * 2)
     store.create_trial(a.study_id, state=TrialState.RUNNING, params={"x": 0.2})
@@ -361,3 +385,32 @@ def test_version_4_storage_gains_space_history_on_open(tmp_path):
     store.widen_study_space(record.study_id, wider)
     again = Storage(f"sqlite:///{path}").get_study("kept")
     assert again.space == wider and [h["space"] for h in again.space_history] == [record.space]
+
+
+def test_the_sql_storage_implements_the_interface():
+    """Every method of the BaseStorage protocol, with the protocol's parameters."""
+    import inspect
+
+    store = get_storage(None)
+    assert isinstance(store, BaseStorage)
+    for name, member in inspect.getmembers(BaseStorage):
+        if name.startswith("_") or not callable(member):
+            continue
+        mine = inspect.signature(getattr(Storage, name))
+        assert list(mine.parameters) == list(inspect.signature(member).parameters), name
+
+
+def test_a_study_round_trips_through_every_backend(url):
+    import headstart as hs
+
+    space = hs.SearchSpace({"x": hs.Float(-1.0, 1.0), "c": hs.Categorical(["a", "b"])})
+    study = hs.create_study("rt", space, storage=url, method="random", seed=0)
+    study.optimize(lambda p: p["x"] ** 2 + (p["c"] == "b"), 5, show_progress=False)
+    again = hs.load_study("rt", Storage(url))  # another engine, as another process
+    assert [t.value for t in again.trials] == [t.value for t in study.trials]
+    with pytest.raises(TrialAlreadyFinishedError):
+        again.tell(again.trials[0].number, 1.0)
+    with pytest.raises(DuplicatedStudyError):
+        hs.create_study("rt", hs.SearchSpace({"y": hs.Float(0, 1)}), storage=url)
+    hs.delete_study("rt", url)
+    assert Storage(url).list_studies() == []

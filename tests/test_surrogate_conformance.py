@@ -68,16 +68,22 @@ def make_tasks(categorical: bool) -> list[MetaTask]:
 @functools.cache
 def _net(variant: str, categorical: bool):
     """One trained basis per variant (training is the slow part; the suite tests the head)."""
-    from headstart._transfer.neural import VARIANTS, load_or_train
+    from headstart._methods.neural import PRESETS
+    from headstart._transfer.neural import load_or_train
 
-    return load_or_train(make_tasks(categorical), VARIANTS[variant], seed=0)
+    return load_or_train(make_tasks(categorical), PRESETS[variant][0], seed=0)
 
 
 def _neural(variant: str):
+    from headstart._methods.neural import PRESETS
     from headstart._transfer.neural import NeuralTransfer
 
     return lambda d, is_cat, tasks: NeuralTransfer(
-        tasks, is_cat, variant=variant, net=_net(variant, bool(np.any(is_cat)))
+        tasks,
+        is_cat,
+        basis=PRESETS[variant][0],
+        ard=PRESETS[variant][1],
+        net=_net(variant, bool(np.any(is_cat))),
     )
 
 

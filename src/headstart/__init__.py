@@ -36,6 +36,7 @@ _EXPORTS = {name: "headstart.exceptions" for name in _exceptions.__all__} | {
     "Uniform": "headstart.priors",
     "create_study": "headstart.study",
     "delete_study": "headstart.study",
+    "extend": "headstart.extend",
     "from_configspace": "headstart.configspace",
     "kernels": "headstart.kernels",
     "load_study": "headstart.study",
@@ -61,6 +62,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly ("X as X"
     # marks a re-export, PEP 484)
+    from headstart import extend as extend
     from headstart import kernels as kernels
     from headstart import mphd as mphd
     from headstart._meta import MetaTask as MetaTask

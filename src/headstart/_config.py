@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from headstart._engine import FIRST_RULES
-from headstart._methods import ACQUISITIONS, MethodSpec, get_method
+from headstart._methods import ACQUISITIONS, MethodOptions, MethodSpec, get_method
 from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
+LEGACY_OPTIONS = ("kernel", "kernel_search")  # top-level settings of studies stored before options
 # The heartbeat of worker processes (optimize(n_workers > 1), `headstart worker`) on a study that
 # sets none: a killed worker's trial is failed a minute later instead of staying "running" (a
 # pending point for every later ask) forever. Beats start at the reservation, so a slow
@@ -68,8 +69,8 @@ class StudyConfig:
         prior_density: A joint density was given (callables are not stored).
         prior_design: With priors, start at the belief's mode, then draws from it.
         prior_candidate_share: Share of screening candidates drawn from the belief.
-        kernel: ``"matern"``, ``"auto"`` or a kernel expression.
-        kernel_search: Options of ``kernel="auto"``.
+        options: The method's options (its :class:`~headstart._methods.MethodOptions`), as
+            JSON with every default filled in (``None``: the defaults).
         heartbeat_interval: Seconds between a running trial's heartbeats (``None``: off).
         grace_period: A running trial whose heartbeat is older than this is failed by the next
             ``ask`` of any worker (default twice the interval).
@@ -91,8 +92,7 @@ class StudyConfig:
     prior_density: bool = False
     prior_design: bool = True
     prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE
-    kernel: str = "matern"
-    kernel_search: dict | None = None
+    options: dict | None = None
     heartbeat_interval: float | None = None
     grace_period: float | None = None
     reenqueue_stale: bool = False
@@ -148,17 +148,12 @@ class StudyConfig:
         )
         if self.ucb_beta is not None:
             object.__setattr__(self, "ucb_beta", float(self.ucb_beta))
-        if self.kernel_search is not None:
-            object.__setattr__(self, "kernel_search", dict(self.kernel_search))
-        if self.kernel != "matern" or self.kernel_search is not None:
-            from headstart.kernels.settings import KernelSearchSettings
-
-            if not spec.kernels:
-                raise InvalidSettingError(
-                    f"kernel={self.kernel!r} needs method='gp'; method={self.method!r} uses its "
-                    "own model."
-                )
-            KernelSearchSettings.from_mapping(self.kernel_search)
+        if self.options is not None and not isinstance(self.options, dict):
+            raise InvalidSettingError(
+                f"options must be a mapping of option names to values; got {self.options!r}."
+            )
+        parsed = spec.options.parse(self.options, method=self.method)
+        object.__setattr__(self, "options", parsed.to_json())
 
     def check_heartbeat(self) -> StudyConfig:
         """Refuse a grace period no longer than the heartbeat interval (every trial would be
@@ -184,19 +179,22 @@ class StudyConfig:
         """The method's registered spec."""
         return get_method(self.method)
 
+    @property
+    def method_options(self) -> MethodOptions:
+        """The method's options as its typed :class:`~headstart._methods.MethodOptions`."""
+        return self.spec.options.parse(self.options, method=self.method)
+
     def resolved(self, *, priors: bool) -> StudyConfig:
         """This configuration with the acquisition default filled in (piBO active or not)."""
         if self.acquisition is not None:
             return self
         return dataclasses.replace(self, acquisition=self.spec.default_acquisition(priors))
 
-    def with_kernel_checked(self, kinds: list[str]) -> StudyConfig:
-        """The configuration with ``kernel`` in canonical form, checked against column kinds."""
-        if self.kernel == "matern":
-            return self
-        from headstart.kernels.settings import check_kernel
-
-        return dataclasses.replace(self, kernel=check_kernel(self.kernel, kinds))
+    def with_options_checked(self, kinds: list[str]) -> StudyConfig:
+        """The configuration with the method's options checked against the space's column kinds
+        (and in canonical form: a kernel expression, for instance)."""
+        checked = self.method_options.check_space(kinds).to_json()
+        return self if checked == self.options else dataclasses.replace(self, options=checked)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (plain JSON types)."""
@@ -204,8 +202,18 @@ class StudyConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StudyConfig:
-        """Rebuild from :meth:`to_json` output; keys of older or newer versions are ignored."""
+        """Rebuild from :meth:`to_json` output; keys of older or newer versions are ignored.
+
+        Studies stored before methods had options kept ``kernel`` and ``kernel_search`` at the
+        top level (method ``"gp"`` / ``"warmstart"``): they become those methods' options.
+        """
         names = {f.name for f in dataclasses.fields(cls)}
+        data = dict(data)
+        legacy = {k: data.pop(k) for k in LEGACY_OPTIONS if k in data}
+        if legacy and data.get("options") is None:
+            spec = get_method(data.get("method", "gp"))
+            kept = {k: v for k, v in legacy.items() if k in spec.options.names()}
+            data["options"] = kept or None
         return cls(**{k: v for k, v in data.items() if k in names})
 
 

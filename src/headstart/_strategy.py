@@ -26,7 +26,7 @@ from headstart._cached import cached
 from headstart._config import StudyConfig
 from headstart._engine.threads import limit_threads
 from headstart._meta import ranked_configurations
-from headstart._methods import BuildContext
+from headstart._methods import BuildContext, ReportContext
 from headstart.exceptions import InvalidSettingError
 from headstart.pibo import UserBelief, default_prior_strength, pibo_active
 from headstart.space import SearchSpace
@@ -64,8 +64,41 @@ def sobol_point(dim: int, index: int, seed: int) -> np.ndarray:
         return engine.random(1)[0]
 
 
+def build_strategy(
+    space: SearchSpace,
+    config: StudyConfig,
+    *,
+    storage=None,
+    belief: UserBelief | None = None,
+    meta_tasks: Sequence | None = None,
+    state_key: str | None = None,
+) -> Strategy:
+    r"""The one way a :class:`Strategy` is made (the study, parameter importance, the Optuna
+    sampler, the transfer check).
+
+    Args:
+        space: The search space.
+        config: The study's configuration.
+        storage: The storage (its model cache keeps fitted meta-models; a transfer study's frozen
+            meta-data are read from it when ``meta_tasks`` is ``None``).
+        belief: The user's belief (piBO).
+        meta_tasks: The sources, when the caller has them already.
+        state_key: Where the surrogate's warm-start state is kept in the storage's cache.
+    """
+    if meta_tasks is None:
+        meta_tasks = ()
+        if config.transfer:
+            from headstart.storage.meta_data import load_meta_data
+
+            meta_tasks = load_meta_data(storage, config.transfer["data_key"])
+    return Strategy(
+        space, config, belief=belief, meta_tasks=meta_tasks, cache=storage, state_key=state_key
+    )
+
+
 class Strategy:
-    r"""Turns a study's history into the next configuration.
+    r"""Turns a study's history into the next configuration (build one with
+    :func:`build_strategy`).
 
     Args:
         space: The study's search space.
@@ -91,7 +124,7 @@ class Strategy:
     ) -> None:
         spec = config.spec
         config = config.resolved(priors=pibo_active(belief, config.prior_strength))
-        config = config.with_kernel_checked([c.kind for c in space.columns])
+        config = config.with_options_checked([c.kind for c in space.columns])
         self.space = space
         self.config = config
         self.spec = spec
@@ -169,8 +202,7 @@ class Strategy:
             cache=self.cache,
             kinds=tuple(c.kind for c in self.space.columns),
             prior_model=self.prior_model(),
-            kernel=self.config.kernel,
-            kernel_search=self.config.kernel_search,
+            options=self.config.method_options,
             map=map,
         )
 
@@ -210,15 +242,32 @@ class Strategy:
         if state:
             self.cache.put_cache(self.state_key, "surrogate-state", state)
 
+    def diagnostics(self) -> dict:
+        """What the surrogate learned at its last fit (empty before the model is built)."""
+        if self._engine is None or not self._engine.built:
+            return {}
+        return self._engine.surrogate.diagnostics()
+
     @property
     def kernel_expression(self) -> str | None:
-        """The grammar kernel the GP uses now (``None`` for Matérn or before the first fit)."""
-        kernel = self.config.kernel
-        if kernel == "matern":
-            return None
-        if self._engine is None or not self._engine.built:
-            return None if kernel == "auto" else kernel
-        return self._engine.surrogate.expression
+        """The kernel expression the model reports (its diagnostics' ``"kernel"``), else a fixed
+        expression its options give, else ``None`` (Matérn, or a search not run yet)."""
+        fitted = self.diagnostics().get("kernel")
+        if fitted is not None:
+            return fitted
+        given = (self.config.options or {}).get("kernel")
+        return given if given not in (None, "matern", "auto") else None
+
+    def report(self, completed: Sequence[Mapping], values: Sequence[float]) -> dict:
+        """The method's report fields (its spec's ``report`` hook) for these completed trials:
+        the hook conditions the surrogate on them only if it needs the model."""
+        context = ReportContext(
+            surrogate=lambda: self.conditioned_surrogate(completed, values),
+            names=tuple(c.name for c in self.space.columns),
+            build=self._context(),
+            warm_start=tuple(self.warm_start_configurations),
+        )
+        return self.spec.report(context)
 
     def bo_step(self, n_evaluated: int) -> int:
         """piBO's ``n``: 1 at the first model-based suggestion after the initial design."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from headstart._config import StudyConfig, worker_heartbeat
 from headstart._heartbeat import Heartbeat
-from headstart._strategy import Strategy
+from headstart._strategy import build_strategy
 from headstart._trial import (
     USER_ATTRS_PREFIX,
     Trial,
@@ -46,10 +46,9 @@ from headstart.exceptions import (
 from headstart.pibo import JointDensity, UserBelief
 from headstart.space import SearchSpace
 from headstart.storage import TrialRecord, TrialState, get_storage
-from headstart.storage.meta_data import load_meta_data
 
 if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
 # Re-suggestions when concurrent workers took the same configuration, before a duplicate is
 # accepted (a tiny space may hold no unseen point): this many, plus two per other unfinished
@@ -65,7 +64,7 @@ class Study:
 
     def __init__(
         self,
-        storage: Storage,
+        storage: BaseStorage,
         study_id: int,
         prior_density: JointDensity | None = None,
         *,
@@ -89,7 +88,6 @@ class Study:
         self._stop_requested = False
         self._check_transfer = True  # optimize() warns once when the sources mislead
         self._trial_cache = TrialCache(storage, self._id)
-        transfer = self.config.transfer
         if self.config.prior_density and prior_density is None:
             warnings.warn(
                 f"Study {self.name!r} was created with a prior_density, which is not stored; "
@@ -98,12 +96,11 @@ class Study:
                 stacklevel=3,
             )
         self._belief = UserBelief(self.space, prior_density) if self.config.use_priors else None
-        self._strategy = Strategy(
+        self._strategy = build_strategy(
             self.space,
             self.config,
+            storage=storage,
             belief=self._belief,
-            meta_tasks=load_meta_data(storage, transfer["data_key"]) if transfer else (),
-            cache=storage,
             # the creation time tells apart a study that reuses a deleted one's id
             state_key=f"surrogate-state/{self._id}/{record.created_at.isoformat()}",
         )
@@ -115,7 +112,7 @@ class Study:
         return f"Study(name={self.name!r}, direction={self.direction!r}, storage={self._storage.url!r})"
 
     @property
-    def storage(self) -> Storage:
+    def storage(self) -> BaseStorage:
         return self._storage
 
     @property
@@ -141,7 +138,7 @@ class Study:
         Before this session's first suggestion it is the kernel of the latest asked trial.
         """
         current = self._strategy.kernel_expression
-        if current is not None or self.config.kernel == "matern":
+        if current is not None or (self.config.options or {}).get("kernel") != "auto":
             return current
         for record in reversed(self._storage.get_trials(self._id)):
             if "kernel" in record.user_attrs:
@@ -679,7 +676,8 @@ class Study:
 
         Each source's learned weight (ScaML-GP, RGPE, StackGP, multi-task GP), the shared basis
         and head (ABLR / ABRAC), the pre-trained lengthscale priors beside the fitted
-        lengthscales (MPHD), or the configurations evaluated first (warm start).
+        lengthscales (MPHD), or the configurations evaluated first (warm start): what the
+        method's own report hook (:class:`headstart._methods.MethodSpec`) says.
 
         Returns:
             A :class:`headstart.transfer.TransferReport`.
@@ -690,35 +688,22 @@ class Study:
         """
         from headstart.transfer import TransferReport
 
-        spec = self.config.spec
-        if not spec.uses_sources:
+        if not self.config.spec.uses_sources:
             raise InvalidSettingError(
                 f"Study {self.name!r} uses method={self.config.method!r}, which learns nothing "
                 "from earlier tasks; create it with transfer_from=... and a transfer method "
                 "(method='scaml', 'mphd', ...)."
             )
         done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
-        base = {"study": self.name, "method": self.config.method, "n_trials": len(done)}
-        if spec.warm_start:
-            return TransferReport(
-                **base, weights={}, warm_start=self._strategy.warm_start_configurations
-            )
-        surrogate = self._strategy.conditioned_surrogate(
+        fields = self._strategy.report(
             [r.params for r in done], [self._to_max(r.value) for r in done]
         )
-        diagnostics = surrogate.diagnostics()
-        base["check"] = self.transfer_check()
-        if "weights" not in diagnostics:  # a prior on the GP's hyperparameters (MPHD)
-            return TransferReport(**base, weights={}, **self._prior_report(diagnostics))
         return TransferReport(
-            **base,
-            weights=diagnostics["weights"],
-            residual_variance=diagnostics.get("residual_variance"),
-            shares=diagnostics.get("shares"),
-            residual_share=diagnostics.get("residual_share"),
-            weight_se=diagnostics.get("weight_se"),
-            source_fit=diagnostics.get("source_rmse"),
-            head=diagnostics.get("head"),
+            study=self.name,
+            method=self.config.method,
+            n_trials=len(done),
+            check=self.transfer_check(),
+            **fields,
         )
 
     def transfer_check(self) -> dict[str, Any] | None:
@@ -736,24 +721,6 @@ class Study:
         y = np.array([self._to_max(r.value) for r in done], dtype=np.float64)
         strategy = self._strategy
         return transfer_check(self.space, self.config, strategy.meta_tasks, self._storage, X, y)
-
-    def _prior_report(self, diagnostics: dict[str, Any]) -> dict[str, Any]:
-        """``prior`` and ``trained_on`` of an MPHD study's :class:`TransferReport`."""
-        prior = diagnostics["hyperprior"]["lengthscale"]
-        a, b = (np.asarray(prior[part], dtype=np.float64) for part in ("shape", "rate"))
-        fitted = diagnostics.get("lengthscales")
-        names = [c.name for c in self.space.columns]
-        per_param = {
-            name: {
-                "prior_mean": float(a[j] / b[j]),
-                "prior_shape": float(a[j]),
-                "fitted": None if fitted is None else float(fitted[j]),
-            }
-            for j, name in enumerate(names)
-        }
-        model = self._strategy.prior_model()
-        spaces = [] if model is None else model.trained_on.get("spaces", [])
-        return {"prior": per_param, "trained_on": [s["name"] for s in spaces]}
 
     def trials_dataframe(self):
         """A pandas DataFrame with one row per trial: ``number``, ``state``, ``value``,

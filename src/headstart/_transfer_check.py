@@ -24,7 +24,7 @@ import numpy as np
 
 from headstart._config import StudyConfig
 from headstart._engine.threads import limit_threads
-from headstart._strategy import Strategy
+from headstart._strategy import Strategy, build_strategy
 
 MIN_TRIALS = 8  # at least 4 to condition on and 4 to score
 NOISE_FLOOR = 1e-3  # standardized units: a noise sd of ~3% of the objective's spread
@@ -69,9 +69,9 @@ def transfer_check(
     if n < MIN_TRIALS:
         return None
     split = n // 2
-    transfer = Strategy(space, config, meta_tasks=tuple(meta_tasks), cache=cache, state_key=None)
+    transfer = build_strategy(space, config, storage=cache, meta_tasks=tuple(meta_tasks))
     plain_config = StudyConfig(method="gp", seed=config.seed, deterministic=config.deterministic)
-    plain = Strategy(space, plain_config, state_key=None)
+    plain = build_strategy(space, plain_config)
     with_sources = _held_out_ll(transfer, X, y, split)
     without = _held_out_ll(plain, X, y, split)
     if with_sources is None or without is None:

@@ -25,7 +25,7 @@ from headstart.sources._tables import is_export_column
 from headstart.storage import TrialRecord, TrialState
 
 if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
 
 class UserAttrs(dict):
@@ -61,7 +61,7 @@ class Trial:
     finished_at: datetime | None = None
     user_attrs: dict[str, Any] = field(default_factory=UserAttrs)
     trial_id: int = -1
-    _storage: Storage | None = field(default=None, repr=False, compare=False)
+    _storage: BaseStorage | None = field(default=None, repr=False, compare=False)
 
     def set_user_attr(self, key: str, value: Any) -> None:
         """Store ``user_attrs[key] = value`` (JSON values: numbers, strings, lists, dicts)."""
@@ -74,7 +74,7 @@ class Trial:
         dict.__setitem__(self.user_attrs, key, value)
 
     @classmethod
-    def _from_record(cls, r: TrialRecord, storage: Storage | None = None) -> Trial:
+    def _from_record(cls, r: TrialRecord, storage: BaseStorage | None = None) -> Trial:
         return cls(
             number=r.number,
             params=dict(r.params),

@@ -143,6 +143,44 @@ def demo(
     console.print(f"  headstart studies show {study.name} --storage {store.url}")
 
 
+# --- methods ---------------------------------------------------------------------------------------
+@app.command()
+def methods(
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print JSON (name, sources, options with defaults).")
+    ] = False,
+) -> None:
+    """List the methods of create_study(method=...): what each learns from, and its options.
+
+    Options are passed to create_study as keywords (create_study(..., method="scaml",
+    fit_factr=1e7)) or as options={...}; they are stored with the study.
+    """
+    from rich.table import Table
+
+    from headstart._methods import get_method, method_names
+
+    rows = []
+    for name in method_names():
+        spec = get_method(name)
+        defaults = spec.options().to_json()
+        rows.append(
+            {
+                "method": name,
+                "sources": spec.sources,
+                "description": spec.description,
+                "options": defaults,
+            }
+        )
+    if json_output:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    table = Table("method", "sources", "options (defaults)", "description")
+    for row in rows:
+        options = ", ".join(f"{k}={v!r}" for k, v in row["options"].items()) or "-"
+        table.add_row(row["method"], row["sources"], options, row["description"])
+    _console(stderr=False).print(table)
+
+
 # --- studies ----------------------------------------------------------------------------------------
 @studies_app.command("list")
 def studies_list(storage: StorageOpt = DEFAULT_STORAGE_URL) -> None:
@@ -217,7 +255,7 @@ def studies_show(
             f"piBO: the next suggestion weights the priors by pi(x)^{study.prior_weight():.3g} "
             "(beta / n, decaying with every step)"
         )
-    kernel = study.settings.get("kernel", "matern")
+    kernel = (study.settings.get("options") or {}).get("kernel", "matern")
     if kernel != "matern":
         current = study.kernel_expression or "(not fitted yet)"
         out.print(f"GP kernel ({'searched by BOSOT' if kernel == 'auto' else 'given'}): {current}")

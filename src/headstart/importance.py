@@ -30,7 +30,7 @@ import numpy as np
 
 from headstart._config import StudyConfig
 from headstart._engine.threads import limit_threads
-from headstart._strategy import Strategy
+from headstart._strategy import build_strategy
 from headstart.exceptions import NoCompletedTrialsError
 from headstart.space import SearchSpace
 
@@ -41,7 +41,7 @@ def fit_mean(space: SearchSpace, configs: Sequence[Mapping[str, Any]], values: S
     """The posterior mean ``m(U)`` (on the encoded cube) of the GP fitted to the trials, in the
     units of ``values`` (the GP works on standardized values; this undoes the affine map)."""
     values = np.asarray(values, dtype=np.float64)
-    strategy = Strategy(space, StudyConfig(method="gp", seed=0))
+    strategy = build_strategy(space, StudyConfig(method="gp", seed=0))
     surrogate = strategy.engine.surrogate
     with limit_threads():  # small matrices: more threads only wait on each other
         posterior, y_model = surrogate.condition(

@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from headstart._config import DIRECTIONS, StudyConfig
-from headstart._methods import check_source_arguments, default_method
+from headstart._methods import MethodOptions, check_source_arguments, default_method, merge_options
 from headstart._study import Study
 from headstart._trial import Trial, check_value
 from headstart.exceptions import (
@@ -41,13 +42,37 @@ from headstart.storage import DEFAULT_STORAGE_URL, get_storage
 from headstart.storage.meta_data import save_meta_data
 
 if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
 MAX_NAME_LENGTH = 512  # the studies.name column (storage/schema.py)
+_SETTINGS = (  # create_study's own keywords: a misspelt one is named in the error
+    "direction",
+    "storage",
+    "method",
+    "seed",
+    "n_initial",
+    "budget",
+    "acquisition",
+    "deterministic",
+    "transfer_from",
+    "prior_model",
+    "ucb_beta",
+    "first_trial",
+    "prior_strength",
+    "use_priors",
+    "prior_density",
+    "prior_design",
+    "prior_candidate_share",
+    "heartbeat_interval",
+    "grace_period",
+    "reenqueue_stale",
+    "load_if_exists",
+    "options",
+)
 
 
 def _check_resumable(
-    record, store: Storage, space: SearchSpace, direction: str, method: str, widen: bool = False
+    record, store: BaseStorage, space: SearchSpace, direction: str, method: str, widen: bool = False
 ) -> bool:
     """Raise :class:`DuplicatedStudyError` unless ``create_study`` may resume ``record``.
 
@@ -96,7 +121,7 @@ def create_study(
     space: SearchSpace,
     *,
     direction: str = "minimize",
-    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    storage: str | BaseStorage | None = DEFAULT_STORAGE_URL,
     method: str | None = None,
     seed: int | None = None,
     n_initial: int | None = None,
@@ -112,12 +137,12 @@ def create_study(
     prior_density: JointDensity | None = None,
     prior_design: bool = True,
     prior_candidate_share: float = DEFAULT_CANDIDATE_SHARE,
-    kernel: str = "matern",
-    kernel_search: dict | None = None,
     heartbeat_interval: float | None = None,
     grace_period: float | None = None,
     reenqueue_stale: bool = False,
     load_if_exists: bool | None = None,
+    options: Mapping[str, Any] | MethodOptions | None = None,
+    **method_options: Any,
 ) -> Study:
     r"""Create a study, or resume the one with this name if its space and direction match.
 
@@ -173,13 +198,6 @@ def create_study(
             from the belief (``False``: Sobol points).
         prior_candidate_share: Share of the acquisition search's screening candidates drawn
             from the belief (default 0.5), so a narrow prior is not missed.
-        kernel: The GP's kernel (``method="gp"``, numeric parameters): ``"matern"`` (default),
-            ``"auto"`` (BOSOT kernel search on the study's data, re-run every
-            ``kernel_search["every"]`` observations; see :mod:`headstart.kernels`) or a fixed
-            expression such as ``"SE[0] * SE[1] + LIN[0]"``, ``[i]`` being the i-th parameter.
-        kernel_search: Options of ``kernel="auto"``: ``every`` (10), ``budget`` (kernels scored
-            per search, 20), ``space`` (``"se-rq"`` or ``"full"``), ``restarts`` (3),
-            ``ea_steps`` (6).
         heartbeat_interval: Seconds between heartbeats of each running trial (``None``: no
             heartbeats). A trial whose worker stopped beating (``kill -9``, a lost machine) is
             failed by the next ``ask`` of any worker once ``grace_period`` passed.
@@ -193,12 +211,69 @@ def create_study(
             added; same parameters, types and log scaling; not for a study with transfer
             sources): the new space is stored and the old one kept in
             ``study.space_history``. ``False``: raise.
+        options: The method's options, a mapping or its options object
+            (``headstart.extend``); each may also be passed as a keyword. ``method="gp"``:
+            ``kernel`` (``"matern"``, ``"auto"`` for BOSOT kernel search -- numeric
+            parameters -- or an expression such as ``"SE[0] * SE[1] + LIN[0]"``, ``[i]`` the
+            i-th parameter), ``kernel_search`` (``every``, ``budget``, ``space``, ``restarts``,
+            ``ea_steps``) and ``hyperprior`` (``"optuna"`` or ``"lognormal"``); ``"scaml"``:
+            ``fit_factr``, ``restart_every``, ``restart_growth``, ``prune_threshold``,
+            ``screening_points``; ``"rgpe"``: ``n_samples``; ``"stackgp"``: ``alpha``;
+            ``"abrac"``: ``active``, ``truncation``. ``headstart methods`` lists them all.
+        **method_options: The same options as keywords (``kernel="auto"``).
 
     Raises:
         DuplicatedStudyError: a study with this name exists with another space, direction,
             method or (unless ``load_if_exists=True``) settings; or at all, with
             ``load_if_exists=False``. A stored study's settings are never rewritten.
     """
+    _check_call(name, space, direction, load_if_exists)
+    if method is None:
+        method = default_method(transfer_from, prior_model)
+    config = StudyConfig(
+        method=method,
+        seed=int(np.random.default_rng().integers(2**31 - 1)) if seed is None else seed,
+        n_initial=n_initial,
+        budget=budget,
+        acquisition=acquisition,
+        deterministic=deterministic,
+        ucb_beta=ucb_beta,
+        first_trial=first_trial,
+        prior_strength=prior_strength,
+        use_priors=use_priors,
+        prior_density=prior_density is not None,
+        prior_design=prior_design,
+        prior_candidate_share=prior_candidate_share,
+        options=merge_options(method, options, method_options, settings=_SETTINGS),
+        heartbeat_interval=heartbeat_interval,
+        grace_period=grace_period,
+        reenqueue_stale=reenqueue_stale,
+    ).check_heartbeat()
+    belief = UserBelief(space, prior_density) if use_priors else None
+    config = config.resolved(priors=pibo_active(belief, config.prior_strength))
+    config = config.with_options_checked([c.kind for c in space.columns])  # fail here, not at ask
+    if belief is not None:
+        belief.validate()  # a broken density fails here, not mid-run
+    spec = check_source_arguments(method, transfer_from, prior_model)
+    store = get_storage(storage)
+    with contextlib.suppress(UnknownStudyError):  # refuse a bad resume before storing anything
+        existing = store.get_study(name)
+        if load_if_exists is False:
+            raise DuplicatedStudyError(
+                f"Study {name!r} already exists in {store.url}. Open it with load_study({name!r}) "
+                "(or load_if_exists=True), or choose another name."
+            )
+        _check_resumable(existing, store, space, direction, method, widen=load_if_exists is True)
+    config = _with_sources(config, spec, space, store, name, direction, transfer_from, prior_model)
+    record = _store_or_resume(store, name, space, direction, config, seed, load_if_exists)
+    study = Study(store, record.study_id, prior_density)
+    if spec.prefit_at_creation:  # train now (cached in the storage), not inside a later ask
+        study._strategy.prefit()
+    return study
+
+
+def _check_call(name: Any, space: Any, direction: Any, load_if_exists: Any) -> None:
+    """Refuse a bad name, space, direction or ``load_if_exists`` (nothing is stored yet)."""
     check_text("Study name", name, InvalidSettingError)
     if not isinstance(load_if_exists, bool) and load_if_exists is not None:
         raise InvalidSettingError(
@@ -216,77 +291,64 @@ def create_study(
             f"Study names hold at most {MAX_NAME_LENGTH} characters (the storage's column); "
             f"this one has {len(name)}. Choose a shorter name."
         )
-    if method is None:
-        method = default_method(transfer_from, prior_model)
-    drawn_seed = int(np.random.default_rng().integers(2**31 - 1)) if seed is None else seed
-    config = StudyConfig(
-        method=method,
-        seed=drawn_seed,
-        n_initial=n_initial,
-        budget=budget,
-        acquisition=acquisition,
-        deterministic=deterministic,
-        ucb_beta=ucb_beta,
-        first_trial=first_trial,
-        prior_strength=prior_strength,
-        use_priors=use_priors,
-        prior_density=prior_density is not None,
-        prior_design=prior_design,
-        prior_candidate_share=prior_candidate_share,
-        kernel=kernel,
-        kernel_search=kernel_search,
-        heartbeat_interval=heartbeat_interval,
-        grace_period=grace_period,
-        reenqueue_stale=reenqueue_stale,
-    ).check_heartbeat()
-    belief = UserBelief(space, prior_density) if use_priors else None
-    config = config.resolved(priors=pibo_active(belief, config.prior_strength))
-    config = config.with_kernel_checked([c.kind for c in space.columns])  # fail here, not at ask()
-    if belief is not None:
-        belief.validate()  # a broken density fails here, not mid-run
-    spec = check_source_arguments(method, transfer_from, prior_model)
-    store = get_storage(storage)
-    with contextlib.suppress(UnknownStudyError):  # refuse a bad resume before storing anything
-        existing = store.get_study(name)
-        if load_if_exists is False:
-            raise DuplicatedStudyError(
-                f"Study {name!r} already exists in {store.url}. Open it with load_study({name!r}) "
-                "(or load_if_exists=True), or choose another name."
-            )
-        _check_resumable(existing, store, space, direction, method, widen=load_if_exists is True)
+
+
+def _with_sources(
+    config: StudyConfig,
+    spec,
+    space: SearchSpace,
+    store: BaseStorage,
+    name: str,
+    direction: str,
+    transfer_from: Any,
+    prior_model: Any,
+) -> StudyConfig:
+    """``config`` with where the sources' frozen meta-data (or the MPHD prior) are stored."""
     if spec.sources == "any-space":
         # the prior depends on the sources' data, not on the study's seed: one pre-training
         # serves every seed (resolve_prior_model's fixed pre-training seed)
         key = resolve_prior_model(transfer_from, prior_model, store, exclude=(name,))
-        config = dataclasses.replace(config, prior_model=key)
-    elif transfer_from is not None:
-        tasks = resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,))
-        if spec.check_sources is not None:
-            spec.check_sources(tasks)
-        config = dataclasses.replace(config, transfer=save_meta_data(store, tasks))
+        return dataclasses.replace(config, prior_model=key)
+    if transfer_from is None:
+        return config
+    tasks = resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,))
+    if spec.check_sources is not None:
+        spec.check_sources(tasks)
+    return dataclasses.replace(config, transfer=save_meta_data(store, tasks))
+
+
+def _store_or_resume(
+    store: BaseStorage,
+    name: str,
+    space: SearchSpace,
+    direction: str,
+    config: StudyConfig,
+    seed: int | None,
+    load_if_exists: bool | None,
+):
+    """The stored record of the new study, or of the existing one it may resume."""
     settings = config.to_json()
     try:
-        record = store.create_study(
+        return store.create_study(
             name, direction=direction, space=space.to_json(), settings=settings
         )
     except DuplicatedStudyError:  # it exists (or another process created it just now): resume
         if load_if_exists is False:
             raise
-        record = store.get_study(name)
-        if _check_resumable(record, store, space, direction, method, widen=load_if_exists is True):
-            record = store.widen_study_space(record.study_id, space.to_json())
-        if seed is None:  # resuming without an explicit seed keeps the stored one
-            settings["seed"] = record.settings.get("seed", drawn_seed)
-        _check_settings(record, settings, keep_stored=bool(load_if_exists))
-    study = Study(store, record.study_id, prior_density)
-    if spec.prefit_at_creation:  # train now (cached in the storage), not inside a later ask
-        study._strategy.prefit()
-    return study
+    record = store.get_study(name)
+    if _check_resumable(
+        record, store, space, direction, config.method, widen=load_if_exists is True
+    ):
+        record = store.widen_study_space(record.study_id, space.to_json())
+    if seed is None:  # resuming without an explicit seed keeps the stored one
+        settings["seed"] = record.settings.get("seed", settings["seed"])
+    _check_settings(record, settings, keep_stored=bool(load_if_exists))
+    return record
 
 
 def _check_settings(record, settings: dict, *, keep_stored: bool) -> None:
     """Refuse (or, with ``keep_stored``, warn about) settings that differ from the stored ones."""
-    stored = record.settings
+    stored = StudyConfig.from_json(record.settings).to_json()  # older formats, as stored now
     diffs = [
         f"{k}={stored.get(k)!r} stored, {settings.get(k)!r} given"
         for k in sorted(set(stored) | set(settings))
@@ -311,7 +373,7 @@ def _check_settings(record, settings: dict, *, keep_stored: bool) -> None:
 
 def load_study(
     name: str,
-    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    storage: str | BaseStorage | None = DEFAULT_STORAGE_URL,
     *,
     prior_density: JointDensity | None = None,
     heartbeat_interval: float | None = None,
@@ -337,7 +399,7 @@ def load_study(
     )
 
 
-def delete_study(name: str, storage: str | Storage | None = DEFAULT_STORAGE_URL) -> None:
+def delete_study(name: str, storage: str | BaseStorage | None = DEFAULT_STORAGE_URL) -> None:
     """Delete a study and all its trials."""
     get_storage(storage, create=False).delete_study(name)
 

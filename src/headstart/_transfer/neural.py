@@ -3,19 +3,22 @@ trained once on the sources (:mod:`.features`), and a Bayesian linear regression
 target (:mod:`.blr`), refit on every ``condition`` in O(n r^2 + r^3) -- linear in the target's
 observations, with no ``n x n`` matrix.
 
-Variants (``variant``):
+Settings (the methods ``abrac``, ``ablr`` and ``ablr-sgd-fixed`` of :mod:`headstart._methods`
+are three presets of them):
 
-* ``"abrac"`` (Horváth et al., AISTATS 2021): basis trained with nested dropout (ordered), the
-  head uses the **first r** basis functions with one ARD precision each. ``r`` grows with the
-  target's data: ``active="n_obs"`` (default) is ``r = min(n, d)`` -- the paper never states its
-  rule (its "filter F^k" is undefined); its Fig. 1 shows 5 active basis functions after 5
-  observations, and a head with at most one basis function per observation cannot interpolate
-  noise with unused directions, which is the over-fitting ABRAC is built to avoid.
-  ``active="all"`` is the paper's "ABRAC fixed" ablation; an integer fixes ``r``.
-* ``"ablr"`` (Perrone et al., NeurIPS 2018): basis and per-task heads trained jointly by the
-  marginal likelihood; the target head has one precision for all ``d`` basis functions.
-* ``"ablr-sgd-fixed"``: the ABRAC paper's ablation: basis by MSE without nested dropout, frozen;
-  ABLR's head.
+* ``basis``: how the basis is trained (:func:`~headstart._transfer.features.train_features`):
+  ``"nested"`` (ABRAC, Horváth et al., AISTATS 2021: nested dropout, so the basis is ordered),
+  ``"ablr"`` (ABLR, Perrone et al., NeurIPS 2018: basis and per-task heads trained jointly by
+  the marginal likelihood) or ``"plain"`` (MSE without nested dropout: the ABRAC paper's
+  "ABLR-SGD-fixed" ablation).
+* ``ard``: one ARD precision per basis function in the head (ABRAC), else one for all (ABLR).
+* ``active`` (ARD heads on a nested basis): the head uses the **first r** basis functions; ``r``
+  grows with the target's data: ``"n_obs"`` (default) is ``r = min(n, d)`` -- the paper never
+  states its rule (its "filter F^k" is undefined); its Fig. 1 shows 5 active basis functions
+  after 5 observations, and a head with at most one basis function per observation cannot
+  interpolate noise with unused directions, which is the over-fitting ABRAC is built to avoid.
+  ``"all"`` is the paper's "ABRAC fixed" ablation; an integer fixes ``r``.
+* ``truncation``: nested dropout's distribution (``"uniform"`` or ``"geometric"``).
 
 The prior (no target data) is ``w ~ N(0, A^{-1})``: mean 0 everywhere, so the engine starts with
 an initial design (3 points, as in the ABRAC paper). The predictive variance includes the noise
@@ -33,9 +36,9 @@ import numpy as np
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
+from headstart._transfer.defaults import NEURAL_ACTIVE, NEURAL_BASES, NEURAL_TRUNCATION
 from headstart._transfer.features import N_BASIS, FeatureNet, train_features
 
-VARIANTS = {"abrac": "nested", "ablr": "ablr", "ablr-sgd-fixed": "plain"}
 MIN_SOURCE_POINTS = 20  # fewer source evaluations than this cannot train 20 basis functions
 CACHE_PREFIX = "neural-features/v1"
 MIN_SEPARATION = 0.05  # unit-cube distance per column below which a suggestion repeats a trial
@@ -92,10 +95,13 @@ class NeuralTransfer:
         meta_tasks: The sources (:class:`headstart._meta.MetaTask`), on the study's space.
         is_cat: ``d`` mask of categorical columns (they enter the network as their codes).
         seed: Seed of the network's training.
-        variant: ``"abrac"``, ``"ablr"`` or ``"ablr-sgd-fixed"``.
-        active: ABRAC's active basis rule: ``"n_obs"``, ``"all"`` or an integer.
+        basis: ``"nested"``, ``"ablr"`` or ``"plain"`` (module docstring).
+        ard: One precision per basis function in the head.
+        active: The active basis rule of an ARD head on a nested basis: ``"n_obs"``, ``"all"``
+            or an integer.
         cache: A model cache: the trained network is stored under the sources' hash and reused.
         truncation: Nested dropout's distribution (``"uniform"`` or ``"geometric"``).
+        net: An already trained basis (skips the training).
     """
 
     informative_prior = False
@@ -107,24 +113,23 @@ class NeuralTransfer:
         *,
         seed: int = 0,
         deterministic: bool = False,
-        variant: str = "abrac",
-        active: str | int = "n_obs",
+        basis: str = "nested",
+        ard: bool = True,
+        active: str | int = NEURAL_ACTIVE,
         cache: Any = None,
-        truncation: str = "uniform",
+        truncation: str = NEURAL_TRUNCATION,
         net: FeatureNet | None = None,
     ) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {tuple(VARIANTS)}; got {variant!r}.")
+        if basis not in NEURAL_BASES:
+            raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
         self.meta_tasks = list(meta_tasks)
         self.is_cat = np.asarray(is_cat, dtype=bool)
-        self.variant = variant
-        self.active = active
-        self.ard = variant == "abrac"
+        self.basis, self.ard, self.active = basis, bool(ard), active
         self.net = (
             net
             if net is not None
             else load_or_train(
-                self.meta_tasks, VARIANTS[variant], seed=seed, cache=cache, truncation=truncation
+                self.meta_tasks, basis, seed=seed, cache=cache, truncation=truncation
             )
         )
         self._theta: np.ndarray | None = None
@@ -133,7 +138,7 @@ class NeuralTransfer:
     def n_active(self, n: int) -> int:
         """Basis functions the head uses after ``n`` target observations."""
         d = self.net.n_basis
-        if self.variant != "abrac" or self.active == "all":
+        if not self.ard or self.basis != "nested" or self.active == "all":
             return d
         if self.active == "n_obs":
             return max(1, min(n, d))
@@ -170,7 +175,7 @@ class NeuralTransfer:
         if self._last is not None:
             fit = self._last.fit
             out["head"] = {
-                "variant": self.variant,
+                "basis": self.basis,
                 "active_basis": self._last.r,
                 "ard_precisions": fit.alpha.tolist(),
                 "noise_variance": 1.0 / fit.beta,
@@ -248,4 +253,4 @@ def load_or_train(
     return net
 
 
-__all__ = ["VARIANTS", "NeuralPosterior", "NeuralTransfer", "load_or_train"]
+__all__ = ["NeuralPosterior", "NeuralTransfer", "load_or_train"]

@@ -55,9 +55,9 @@ from headstart._gp.kernels import batched_kernel
 from headstart._gp.params import GPParams
 from headstart._transfer._common import psd_sample, weighted_log_mean_lengthscales
 from headstart._transfer.base import TransferSurrogate
+from headstart._transfer.defaults import RGPE_N_SAMPLES as N_SAMPLES
 from headstart._transfer.metafit import fit_meta_gps
 
-N_SAMPLES = 256  # posterior samples for the weights (BoTorch's RGPE tutorial and transfergpbo)
 DILUTION_BASE_QUANTILE = 50.0  # [RGPE] v1: a base model's median loss ...
 DILUTION_TARGET_QUANTILE = 95.0  # ... against the target's 95th percentile
 _LOSS_CHUNK_ELEMENTS = 1 << 24  # pairwise comparisons per block when scoring base models

@@ -65,21 +65,17 @@ from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS
 from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR, HyperPrior
 from headstart._gp.kernels import se_np
 from headstart._transfer.base import TransferSurrogate
+from headstart._transfer.defaults import SCAML_FIT_FACTR as FIT_FACTR
+from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
+from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
+from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
+from headstart._transfer.defaults import SCAML_SCREENING_POINTS as SCREENING_POINTS
 from headstart._transfer.metafit import fit_meta_gps
 from headstart.exceptions import ModelFittingError
 
-PRUNE_THRESHOLD = 1e-3  # drop tasks with w_i sd_i M / sum_j w_j sd_j below this at prediction
 MIN_WEIGHT = 1e-10
-RESTART_EVERY = 5  # prior-drawn restarts after at least this many new observations ...
-RESTART_GROWTH = 0.25  # ... and at least this share of the observations at the last restart
-FULL_RESTARTS_UNTIL = 5  # ... and at every call while there are at most this many observations
+FULL_RESTARTS_UNTIL = 5  # prior restarts at every call while there are at most this many points
 MIN_TRIALS_FOR_SHARES = 3  # weight_summary() apportions variation from this many observations
-# Stop when an L-BFGS-B step lowers the per-observation objective by less than ~2e-7 relative
-# (SciPy's factr; its default 1e7 is ~2e-9). Warm refits then end within ~1e-4 nats of the
-# default's optimum (posterior means within ~5e-4 sd) in 2x fewer evaluations at M = 256
-# (measured for issue 18; regret in docs/benchmarks/scaml_paper_fit/).
-FIT_FACTR = 1e9
-SCREENING_POINTS = 1024  # acquisition screening: the reference code's raw_samples (App. C)
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,8 @@ from headstart._gp.batched import MIN_VAR, BatchedGP, unpack_tasks
 from headstart._gp.params import GPParams
 from headstart._transfer._common import fit_se_gp, weighted_log_mean_lengthscales
 from headstart._transfer.base import TransferSurrogate
+from headstart._transfer.defaults import STACKGP_ALPHA as ALPHA
 
-ALPHA = 1.0  # [Vizier] Sec. 3.3: the relative weight of a level's own data in beta
 _JOINT_MIN_COEF = 1e-12  # levels with a smaller c_l are left out of the joint correlation
 _JOINT_LEVEL_CHUNK_ELEMENTS = 1 << 24  # covariance entries per block of levels
 

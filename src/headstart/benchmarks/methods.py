@@ -227,9 +227,11 @@ def run_headstart_gp_ucb(task: Task, seed: int, budget: int) -> list[dict[str, A
     return _run_headstart(task, seed, budget, "gp", **PAPER_UCB)
 
 
-def _run_transfer(task: Task, seed: int, budget: int, method: str) -> list[dict[str, Any]]:
+def _run_transfer(
+    task: Task, seed: int, budget: int, method: str, **options: Any
+) -> list[dict[str, Any]]:
     return _run_headstart(
-        task, seed, budget, method, transfer_from=list(task.meta_tasks), **PAPER_UCB
+        task, seed, budget, method, transfer_from=list(task.meta_tasks), **PAPER_UCB, **options
     )
 
 
@@ -266,63 +268,20 @@ class TransferVariant:
         )
 
 
-def _build_gp_lognormal(ctx):
-    """The Matérn GP under Hvarfner et al. (2024)'s dimension-scaled log-normal hyperprior."""
-    from headstart._gp import MaternGP
-    from headstart._gp.hyperprior import DIM_SCALED_HYPERPRIOR
-
-    return MaternGP(ctx.is_cat, deterministic=ctx.deterministic, hyperprior=DIM_SCALED_HYPERPRIOR)
-
-
-def _register_ablations() -> None:
-    """Library methods that exist only for benchmark ablations (registered once per process)."""
-    from headstart._methods import (
-        _TRANSFER,
-        MethodSpec,
-        _transfer_builder,
-        get_method,
-        register_method,
-    )
-
-    specs = (
-        MethodSpec(
-            "scaml-before18",
-            description="ScaML-GP as before issue 18 (benchmark ablation)",
-            build=_transfer_builder(
-                "scaml",
-                "ScaML",
-                meta_gps=True,
-                restart_growth=0.0,  # prior restarts every 5 observations
-                fit_factr=1e7,  # SciPy's default tolerance
-                screening_points=2048,  # the GP's screening
-            ),
-            **_TRANSFER,
-        ),
-        MethodSpec(
-            "gp-lognormal",
-            "none",
-            "GP-BO with the dimension-scaled log-normal hyperprior (benchmark ablation)",
-            _build_gp_lognormal,
-        ),
-    )
-    for spec in specs:
-        try:
-            get_method(spec.name)
-        except InvalidSettingError:
-            register_method(spec)
-
-
-_register_ablations()
-
-
 def run_headstart_gp_lognormal(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """headstart GP-BO under the dimension-scaled log-normal hyperprior (Hvarfner et al. 2024)."""
-    return _run_headstart(task, seed, budget, "gp-lognormal")
+    """headstart GP-BO under the dimension-scaled log-normal hyperprior (Hvarfner et al. 2024):
+    the option ``hyperprior="lognormal"`` of ``method="gp"``."""
+    return _run_headstart(task, seed, budget, "gp", hyperprior="lognormal")
+
+
+# ScaML-GP's fit tolerance, restart schedule and screening before issue 18, as its options:
+# prior restarts every 5 observations, SciPy's default tolerance, the GP's screening
+SCAML_BEFORE18 = {"restart_growth": 0.0, "fit_factr": 1e7, "screening_points": 2048}
 
 
 def run_headstart_scaml_before18(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """headstart-scaml with the fit tolerance, restart schedule and screening before issue 18."""
-    return _run_transfer(task, seed, budget, "scaml-before18")
+    return _run_transfer(task, seed, budget, "scaml", **SCAML_BEFORE18)
 
 
 def run_headstart_scaml_default(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:

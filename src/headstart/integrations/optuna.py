@@ -47,8 +47,8 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.trial import FrozenTrial, TrialState
 
 from headstart._config import StudyConfig
-from headstart._methods import check_source_arguments, default_method
-from headstart._strategy import Strategy
+from headstart._methods import check_source_arguments, default_method, merge_options
+from headstart._strategy import Strategy, build_strategy
 from headstart.exceptions import InvalidSettingError
 from headstart.integrations.optuna_space import space_from_distributions, to_optuna_value
 from headstart.pibo import UserBelief
@@ -159,8 +159,9 @@ class HeadstartSampler(BaseSampler):
         storage: headstart storage where study names in ``transfer_from`` are looked up and
             fitted meta-models are cached (default: in memory, fitted once per sampler).
         **settings: Any other model setting of :func:`headstart.create_study`
-            (``acquisition``, ``kernel``, ``kernel_search``, ``first_trial``, ``ucb_beta``,
-            ``prior_strength``, ``use_priors``, ...).
+            (``acquisition``, ``first_trial``, ``ucb_beta``, ``prior_strength``, ``use_priors``,
+            ...) and the method's options (``options={...}`` or as keywords: ``kernel="auto"``,
+            ``fit_factr=1e7``, ...).
 
     Raises:
         InvalidSettingError: an unknown method or setting (here, not at the first trial).
@@ -186,15 +187,17 @@ class HeadstartSampler(BaseSampler):
         fields = {f.name for f in dataclasses.fields(StudyConfig)}
         internal = {"method", "seed", "n_initial", "budget", "deterministic", "transfer"}
         internal |= {"prior_model", "heartbeat_interval", "grace_period", "reenqueue_stale"}
-        unknown = sorted(set(settings) - (fields - internal))
-        if unknown:
+        given = set(settings) & internal
+        if given:
             raise InvalidSettingError(
-                f"HeadstartSampler got unknown setting(s) {unknown}; it takes the model settings "
-                f"of create_study: {sorted(fields - internal)}."
+                f"HeadstartSampler does not take {sorted(given)}; it takes the model settings "
+                f"of create_study: {sorted(fields - internal)} and the method's options."
             )
         if method is None:
             method = default_method(transfer_from, prior_model)
         check_source_arguments(method, transfer_from, prior_model)
+        general = {k: v for k, v in settings.items() if k in fields and k != "options"}
+        options = {k: v for k, v in settings.items() if k not in fields}
         self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
         self._config = StudyConfig(
             method=method,
@@ -202,7 +205,10 @@ class HeadstartSampler(BaseSampler):
             n_initial=n_startup_trials,
             budget=budget,
             deterministic=deterministic_objective,
-            **settings,
+            options=merge_options(
+                method, settings.get("options"), options, settings=sorted(fields - internal)
+            ),
+            **general,
         )
         self._method = method
         self._transfer_from = transfer_from
@@ -394,13 +400,8 @@ class HeadstartSampler(BaseSampler):
                 exclude=(study.study_name,),
             )
         belief = UserBelief(space) if config.use_priors else None
-        strategy = Strategy(
-            space,
-            config,
-            belief=belief,
-            meta_tasks=tasks,
-            cache=self._storage,
-            state_key=None,
+        strategy = build_strategy(
+            space, config, storage=self._storage, belief=belief, meta_tasks=tasks
         )
         self._strategies[key] = strategy
         return strategy

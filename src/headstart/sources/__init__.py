@@ -58,7 +58,7 @@ from headstart.space import SearchSpace
 from headstart.storage import get_storage
 
 if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
 
 def _is_frame(obj: Any) -> bool:
@@ -68,7 +68,7 @@ def _is_frame(obj: Any) -> bool:
 def _resolve_one(
     item: Any,
     space: SearchSpace,
-    store: Callable[[], Storage],
+    store: Callable[[], BaseStorage],
     direction: str,
     exclude: set[str],
 ) -> list[MetaTask]:
@@ -131,7 +131,7 @@ def _unique_names(tasks: list[MetaTask]) -> list[MetaTask]:
 def resolve_sources(
     transfer_from: Any,
     space: SearchSpace,
-    storage: str | Storage | None,
+    storage: str | BaseStorage | None,
     *,
     direction: str,
     exclude: Iterable[str] = (),
@@ -162,9 +162,9 @@ def resolve_sources(
     """
     _check_direction(direction)
     excluded = set(exclude)
-    opened: list[Storage] = []
+    opened: list[BaseStorage] = []
 
-    def store() -> Storage:
+    def store() -> BaseStorage:
         if not opened:
             opened.append(get_storage(storage))
         return opened[0]

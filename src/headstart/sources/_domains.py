@@ -31,7 +31,7 @@ from headstart.space import SearchSpace
 from headstart.storage import DEFAULT_STORAGE_URL, TrialState, get_storage
 
 if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
 PRIOR_KEY = "mphd-prior/v1"
 NAMED_PRIOR_KEY = "mphd-prior/name"
@@ -54,7 +54,7 @@ def _study_data(space: SearchSpace, trials) -> tuple[np.ndarray, np.ndarray] | N
 
 
 def domains_from_storage(
-    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    storage: str | BaseStorage | None = DEFAULT_STORAGE_URL,
     names: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
 ) -> list[Domain]:
@@ -114,7 +114,7 @@ def domains_from_storage(
     ]
 
 
-def _domains(transfer_from: Any, store: Storage, exclude: Sequence[str]) -> list[Domain]:
+def _domains(transfer_from: Any, store: BaseStorage, exclude: Sequence[str]) -> list[Domain]:
     if isinstance(transfer_from, str) and transfer_from == "all":
         return domains_from_storage(store, None, exclude)
     items = [transfer_from] if isinstance(transfer_from, str | Domain) else list(transfer_from)
@@ -142,7 +142,7 @@ def _data_key(domains: Sequence[Domain], settings: dict) -> str:
 
 
 def load_prior_model(
-    reference: str | Path | PriorModel, store: Storage | None = None
+    reference: str | Path | PriorModel, store: BaseStorage | None = None
 ) -> PriorModel:
     r"""A prior from a :class:`PriorModel`, a JSON file, or a name saved in ``store``."""
     if isinstance(reference, PriorModel):
@@ -160,7 +160,7 @@ def load_prior_model(
     return PriorModel.from_json(stored)
 
 
-def save_prior_model(prior: PriorModel, name: str, store: Storage) -> str:
+def save_prior_model(prior: PriorModel, name: str, store: BaseStorage) -> str:
     """Keep ``prior`` in ``store``'s model cache under ``name`` (for ``prior_model=name``)."""
     if not isinstance(name, str) or not name.strip() or "/" in name:
         raise InvalidSettingError(
@@ -184,7 +184,7 @@ def check_prior_arguments(transfer_from: Any, prior_model: Any) -> None:
 def resolve_prior_model(
     transfer_from: Any,
     prior_model: Any,
-    store: Storage,
+    store: BaseStorage,
     *,
     exclude: Sequence[str] = (),
     lengthscale: str = "network",

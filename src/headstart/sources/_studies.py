@@ -27,7 +27,7 @@ from headstart.storage import (
 )
 
 if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
 
 def _task_from_records(
@@ -62,14 +62,14 @@ def is_study(obj: Any) -> bool:
 
     Duck-typed, so this package does not import :mod:`headstart.study` (it sits below it).
     """
-    from headstart.storage.sql import Storage
+    from headstart.storage.base import BaseStorage
 
     return isinstance(getattr(obj, "name", None), str) and isinstance(
-        getattr(obj, "storage", None), Storage
+        getattr(obj, "storage", None), BaseStorage
     )
 
 
-def _study_record(study: Any, storage: str | Storage | None) -> tuple[StudyRecord, Storage]:
+def _study_record(study: Any, storage: str | BaseStorage | None) -> tuple[StudyRecord, BaseStorage]:
     if is_study(study):
         return study.storage.get_study(study.name), study.storage
     if not isinstance(study, str):
@@ -80,7 +80,7 @@ def _study_record(study: Any, storage: str | Storage | None) -> tuple[StudyRecor
 
 def from_study(
     study: Any,
-    storage: str | Storage | None = DEFAULT_STORAGE_URL,
+    storage: str | BaseStorage | None = DEFAULT_STORAGE_URL,
     space: SearchSpace | None = None,
 ) -> MetaTask:
     r"""The completed trials of a stored study as one meta-task (failed and running ones skipped).
@@ -121,7 +121,7 @@ def from_study(
 
 
 def from_storage(
-    storage: str | Storage | None, space: SearchSpace, exclude: Iterable[str] = ()
+    storage: str | BaseStorage | None, space: SearchSpace, exclude: Iterable[str] = ()
 ) -> list[MetaTask]:
     r"""Every study in ``storage`` on ``space`` (``transfer_from="all"``), oldest first.
 

@@ -1,23 +1,23 @@
 r"""Where studies and trials live: SQL storage (SQLite by default) behind a small API.
 
-Open a storage with :func:`get_storage`; the study layer only ever talks to
-:class:`~headstart.storage.sql.Storage` and the plain records in :mod:`headstart.storage.records`.
+Open a storage with :func:`get_storage`. The study layer talks to the
+:class:`~headstart.storage.base.BaseStorage` interface only, and exchanges the plain records of
+:mod:`headstart.storage.records`; :class:`~headstart.storage.sql.Storage` (SQLAlchemy: SQLite by
+default, PostgreSQL, any URL) implements it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from headstart.exceptions import StorageError
+from headstart.storage.base import BaseStorage
 from headstart.storage.records import StudyRecord, StudySummary, TrialRecord, TrialState
-
-if TYPE_CHECKING:
-    from headstart.storage.sql import Storage
 
 DEFAULT_STORAGE_URL = os.environ.get("HEADSTART_STORAGE", "sqlite:///headstart.db")
 
-_OPEN: dict[str, Storage] = {}
+_OPEN: dict[str, BaseStorage] = {}
 
 
 def __getattr__(name: str) -> Any:
@@ -34,12 +34,13 @@ def __getattr__(name: str) -> Any:
 
 
 def get_storage(
-    storage: str | Storage | None = DEFAULT_STORAGE_URL, *, create: bool = True
-) -> Storage:
+    storage: str | BaseStorage | None = DEFAULT_STORAGE_URL, *, create: bool = True
+) -> BaseStorage:
     """Open (or reuse) a storage.
 
     Args:
-        storage: A SQLAlchemy URL, an open :class:`Storage`, or ``None`` /
+        storage: A SQLAlchemy URL, an open storage (a :class:`Storage`, or any implementation of
+            :class:`~headstart.storage.base.BaseStorage`), or ``None`` /
             ``"sqlite:///:memory:"`` for a new in-memory storage (each call gives a fresh one).
         create: Create the database and its tables when missing. ``False`` (commands that only
             read) refuses a missing SQLite file or a database without headstart's tables.
@@ -52,8 +53,10 @@ def get_storage(
     """
     from headstart.storage.sql import MEMORY_URL, Storage
 
-    if isinstance(storage, Storage):
-        return storage
+    if isinstance(storage, Storage) or (
+        storage is not None and not isinstance(storage, str) and isinstance(storage, BaseStorage)
+    ):
+        return storage  # an open storage (another backend implements BaseStorage)
     if storage is None or storage in (MEMORY_URL, "sqlite://", ":memory:"):
         return Storage(MEMORY_URL)
     if not isinstance(storage, str) or not storage.strip():
@@ -74,6 +77,7 @@ def get_storage(
 __all__ = [
     "DEFAULT_STORAGE_URL",
     "SCHEMA_VERSION",
+    "BaseStorage",
     "Storage",
     "StudyRecord",
     "StudySummary",

@@ -1,0 +1,123 @@
+r"""GP-BO (``method="gp"``), random search and the warm start: the methods without a transfer model.
+
+``gp`` is the exact Matérn GP (:class:`headstart._gp.MaternGP`), or a GP with a searched
+(``kernel="auto"``, BOSOT) or given kernel expression; ``warmstart`` is ``gp`` whose initial
+design is the sources' best configurations (Feurer et al. 2015); ``random`` has no model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from headstart._methods.registry import (
+    BuildContext,
+    MethodOptions,
+    MethodSpec,
+    ReportContext,
+    register_method,
+)
+from headstart.exceptions import InvalidSettingError
+
+GP_HYPERPRIORS = ("optuna", "lognormal")  # headstart._gp.hyperprior.NAMED that suit GP-BO
+
+
+@dataclass(frozen=True)
+class GPOptions(MethodOptions):
+    r"""Options of ``method="gp"`` (and ``"warmstart"``).
+
+    Attributes:
+        kernel: ``"matern"`` (default), ``"auto"`` (BOSOT kernel search on the study's data,
+            re-run every ``kernel_search["every"]`` observations; numeric parameters) or a
+            fixed expression such as ``"SE[0] * SE[1] + LIN[1]"``, ``[i]`` being the i-th
+            parameter.
+        kernel_search: Options of ``kernel="auto"``: ``every`` (10), ``budget`` (kernels scored
+            per search, 20), ``space`` (``"se-rq"`` or ``"full"``), ``restarts`` (3),
+            ``ea_steps`` (6).
+        hyperprior: The Matérn GP's hyperprior: ``"optuna"`` (default; Optuna ``GPSampler``'s)
+            or ``"lognormal"`` (Hvarfner et al. 2024's dimension-scaled log-normal, BoTorch's).
+    """
+
+    kernel: str = "matern"
+    kernel_search: dict | None = None
+    hyperprior: str = "optuna"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kernel, str):
+            raise InvalidSettingError(
+                "kernel must be 'matern', 'auto' or an expression like 'SE[0] * SE[1]'; "
+                f"got {self.kernel!r}."
+            )
+        if self.kernel_search is not None:
+            from headstart.kernels.settings import KernelSearchSettings
+
+            KernelSearchSettings.from_mapping(self.kernel_search)
+            object.__setattr__(self, "kernel_search", dict(self.kernel_search))
+        if self.hyperprior not in GP_HYPERPRIORS:
+            raise InvalidSettingError(
+                f"hyperprior must be one of {GP_HYPERPRIORS}; got {self.hyperprior!r}."
+            )
+        if self.hyperprior != "optuna" and self.kernel != "matern":
+            raise InvalidSettingError(
+                f"hyperprior={self.hyperprior!r} is the Matérn GP's; kernel={self.kernel!r} "
+                "fits its own kernel's hyperparameters."
+            )
+
+    def check_space(self, kinds: Sequence[str]) -> GPOptions:
+        """The kernel in canonical form, checked against the space's column kinds."""
+        if self.kernel == "matern":
+            return self
+        from headstart.kernels.settings import check_kernel
+
+        return replace(self, kernel=check_kernel(self.kernel, kinds))
+
+
+def build_gp(ctx: BuildContext):
+    """The Matérn GP, or a grammar-kernel GP for ``kernel="auto"`` or an expression."""
+    options = ctx.options
+    if options.kernel == "matern":
+        from headstart._gp import MaternGP
+        from headstart._gp.hyperprior import NAMED
+
+        prior = NAMED[options.hyperprior]
+        return MaternGP(ctx.is_cat, deterministic=ctx.deterministic, hyperprior=prior)
+    from headstart.kernels.settings import KernelSearchSettings
+    from headstart.kernels.surrogate import GrammarKernelGP
+
+    return GrammarKernelGP(
+        len(ctx.is_cat),
+        kernel=options.kernel,
+        settings=KernelSearchSettings.from_mapping(options.kernel_search),
+        seed=ctx.seed,
+    )
+
+
+def warm_start_report(ctx: ReportContext) -> dict[str, Any]:
+    """A warm start learns no weights: it reports the configurations it begins with."""
+    return {"weights": {}, "warm_start": [dict(c) for c in ctx.warm_start]}
+
+
+register_method(
+    MethodSpec(
+        "gp",
+        "none",
+        "GP-BO with the fast exact GP (Matérn-5/2, or a searched / given kernel)",
+        build_gp,
+        options=GPOptions,
+    )
+)
+register_method(MethodSpec("random", "none", "uniform random search", None))
+register_method(
+    MethodSpec(
+        "warmstart",
+        "same-space",
+        "the sources' best configurations first, then GP-BO (Feurer et al. 2015), baseline",
+        build_gp,
+        options=GPOptions,
+        warm_start=True,
+        report=warm_start_report,
+    )
+)
+
+__all__ = ["GPOptions", "build_gp", "warm_start_report"]

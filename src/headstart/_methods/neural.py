@@ -1,0 +1,143 @@
+r"""ABRAC and ABLR (``method="abrac"``, ``"ablr"``, ``"ablr-sgd-fixed"``): a neural basis trained on
+the sources, frozen, under a Bayesian linear regression head on the target
+(:mod:`headstart._transfer.neural`). The three methods are three settings of one surrogate: how
+the basis is trained and whether the head has one precision per basis function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from headstart._methods.registry import (
+    BuildContext,
+    MethodOptions,
+    MethodSpec,
+    NoOptions,
+    ReportContext,
+    register_method,
+)
+from headstart._transfer import defaults
+from headstart.exceptions import InvalidSettingError
+
+TRUNCATIONS = ("uniform", "geometric")
+
+
+@dataclass(frozen=True)
+class ABRACOptions(MethodOptions):
+    r"""Options of ``method="abrac"``.
+
+    Attributes:
+        active: How many of the ordered basis functions the head uses: ``"n_obs"`` (default,
+            ``min(n, 20)`` after ``n`` observations: our reading, the paper states no rule),
+            ``"all"`` (the paper's "ABRAC fixed") or a fixed integer.
+        truncation: Nested dropout's truncation distribution, ``"uniform"`` or ``"geometric"``.
+    """
+
+    active: str | int = defaults.NEURAL_ACTIVE
+    truncation: str = defaults.NEURAL_TRUNCATION
+
+    def __post_init__(self) -> None:
+        count = isinstance(self.active, int) and not isinstance(self.active, bool)
+        if not (self.active in ("n_obs", "all") or (count and self.active >= 1)):
+            raise InvalidSettingError(
+                f"active must be 'n_obs', 'all' or an integer >= 1; got {self.active!r}."
+            )
+        if self.truncation not in TRUNCATIONS:
+            raise InvalidSettingError(
+                f"truncation must be one of {TRUNCATIONS}; got {self.truncation!r}."
+            )
+
+
+# method -> (how the basis is trained, ARD head)
+PRESETS = {"abrac": ("nested", True), "ablr": ("ablr", False), "ablr-sgd-fixed": ("plain", False)}
+
+
+def _settings(name: str, options: MethodOptions) -> dict[str, Any]:
+    basis, ard = PRESETS[name]
+    return {"basis": basis, "ard": ard, **options.to_json()}
+
+
+def neural_builder(name: str) -> Callable[[BuildContext], Any]:
+    """A builder of the ABLR / ABRAC surrogate with ``name``'s preset and options."""
+
+    def build(ctx: BuildContext):
+        from headstart._transfer.neural import NeuralTransfer
+
+        settings = _settings(name, ctx.options)
+        return NeuralTransfer(
+            ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, cache=ctx.cache, **settings
+        )
+
+    return build
+
+
+def neural_prefit(name: str) -> Callable[[BuildContext], Any]:
+    """Train and cache the sources' basis once, before parallel workers start."""
+
+    def prefit(ctx: BuildContext):
+        from headstart._transfer.neural import load_or_train
+
+        settings = _settings(name, ctx.options)
+        return load_or_train(
+            ctx.meta_tasks,
+            settings["basis"],
+            seed=ctx.seed,
+            cache=ctx.cache,
+            truncation=settings.get("truncation", defaults.NEURAL_TRUNCATION),
+            progress=True,
+        )
+
+    return prefit
+
+
+def check_neural_sources(meta_tasks) -> None:
+    from headstart._transfer.neural import check_sources
+
+    check_sources(meta_tasks)
+
+
+def neural_report(ctx: ReportContext) -> dict[str, Any]:
+    """Each source's training error of the shared basis, and the target head."""
+    diagnostics = ctx.surrogate().diagnostics()
+    return {
+        "weights": {},
+        "source_fit": diagnostics["source_rmse"],
+        "head": diagnostics.get("head"),
+    }
+
+
+for _name, _options, _description in (
+    (
+        "abrac",
+        ABRACOptions,
+        "ABRAC: nested-dropout neural basis, ARD head of growing size (Horváth et al. 2021)",
+    ),
+    (
+        "ablr",
+        NoOptions,
+        "ABLR: neural basis shared by Bayesian linear regression heads (Perrone et al. 2018)",
+    ),
+    (
+        "ablr-sgd-fixed",
+        NoOptions,
+        "ABLR with a frozen MSE-trained basis (ABRAC paper's ablation), baseline",
+    ),
+):
+    register_method(
+        MethodSpec(
+            _name,
+            "same-space",
+            _description,
+            neural_builder(_name),
+            options=_options,
+            prefit=neural_prefit(_name),
+            n_initial=3,  # the ABRAC paper's 3 random points: the head's prior mean is 0
+            check_sources=check_neural_sources,
+            prefit_at_creation=True,
+            report=neural_report,
+        )
+    )
+
+__all__ = ["PRESETS", "ABRACOptions", "neural_builder", "neural_prefit", "neural_report"]

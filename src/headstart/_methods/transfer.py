@@ -1,0 +1,166 @@
+r"""The GP transfer methods: ScaML-GP and the RGPE, StackGP and multi-task GP baselines.
+
+Each combines GPs of the earlier tasks (:mod:`headstart._transfer`) and reports each source's
+learned weight. ScaML-GP and RGPE share the meta-task GPs, fitted once per set of sources and kept
+in the storage's model cache (:func:`prefit_meta_gps`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from headstart._methods.registry import (
+    TRANSFER_UCB_BETA,
+    BuildContext,
+    MethodOptions,
+    MethodSpec,
+    NoOptions,
+    ReportContext,
+    check_number,
+    register_method,
+)
+from headstart._transfer import defaults
+
+
+@dataclass(frozen=True)
+class ScaMLOptions(MethodOptions):
+    r"""Options of ``method="scaml"`` (:class:`headstart._transfer.scaml.ScaML`).
+
+    Attributes:
+        fit_factr: L-BFGS-B's relative-decrease tolerance of the test-task fit, in machine
+            epsilons (1e9, measured for issue 18; SciPy's and BoTorch's default is 1e7).
+        restart_every: Prior-drawn restarts of the test fit after at least this many new
+            observations ...
+        restart_growth: ... and at least this share of the observations at the last restart
+            (``restart_every=1, restart_growth=0``: at every call, as the paper).
+        prune_threshold: Sources whose weighted share falls below this are left out of
+            predictions (the reference code's speed-up; 0 keeps every source).
+        screening_points: Sobol points the acquisition search screens.
+    """
+
+    fit_factr: float = defaults.SCAML_FIT_FACTR
+    restart_every: int = defaults.SCAML_RESTART_EVERY
+    restart_growth: float = defaults.SCAML_RESTART_GROWTH
+    prune_threshold: float = defaults.SCAML_PRUNE_THRESHOLD
+    screening_points: int = defaults.SCAML_SCREENING_POINTS
+
+    def __post_init__(self) -> None:
+        check_number("fit_factr", self.fit_factr, low=0.0, above=True)
+        check_number("restart_every", self.restart_every, low=1, integer=True)
+        check_number("restart_growth", self.restart_growth, low=0.0)
+        check_number("prune_threshold", self.prune_threshold, low=0.0)
+        check_number("screening_points", self.screening_points, low=1, integer=True)
+
+
+@dataclass(frozen=True)
+class RGPEOptions(MethodOptions):
+    """Options of ``method="rgpe"``.
+
+    Attributes:
+        n_samples: Posterior samples per model for the ranking loss of the weights.
+    """
+
+    n_samples: int = defaults.RGPE_N_SAMPLES
+
+    def __post_init__(self) -> None:
+        check_number("n_samples", self.n_samples, low=1, integer=True)
+
+
+@dataclass(frozen=True)
+class StackGPOptions(MethodOptions):
+    """Options of ``method="stackgp"``.
+
+    Attributes:
+        alpha: Google Vizier's weight of a level's own data in the stack's variance (Sec. 3.3).
+    """
+
+    alpha: float = defaults.STACKGP_ALPHA
+
+    def __post_init__(self) -> None:
+        check_number("alpha", self.alpha, low=0.0, above=True)
+
+
+def prefit_meta_gps(ctx: BuildContext):
+    """The meta-task GPs from the model cache, fitted (spread by ``ctx.map``) and cached if new."""
+    from headstart._transfer.cache import cached_meta_gps
+
+    return cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache, map=ctx.map)
+
+
+def transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[BuildContext], Any]:
+    """A builder of ``headstart._transfer.<module>.<name>`` with the method's options as keyword
+    arguments; ``meta_gps``: it takes the cached meta-task GPs (ScaML-GP, and RGPE whose base
+    models are the same GPs)."""
+
+    def build(ctx: BuildContext):
+        model = getattr(importlib.import_module(f"headstart._transfer.{module}"), name)
+        kwargs = ctx.options.to_json()
+        if meta_gps:
+            kwargs["meta"] = prefit_meta_gps(ctx)
+        return model(
+            ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, deterministic=ctx.deterministic, **kwargs
+        )
+
+    return build
+
+
+REPORTED = ("weights", "residual_variance", "shares", "residual_share", "weight_se")
+
+
+def weights_report(ctx: ReportContext) -> dict[str, Any]:
+    """Each source's learned weight and, where the model has them, the residual variance, the
+    sources' shares of the variation and the weights' standard errors."""
+    diagnostics = ctx.surrogate().diagnostics()
+    return {key: diagnostics.get(key) for key in REPORTED}
+
+
+# Transfer defaults chosen by measurement (docs/benchmarks/transfer_defaults.md): the first trial
+# maximizes the pessimistic mu - sigma of the sources' prior (where they agree), then LogEI. The
+# ScaML-GP paper's setting (UCB beta = 9 throughout) is acquisition="ucb", first_trial=
+# "acquisition" (ucb_beta stays 9 for transfer methods).
+TRANSFER_DEFAULTS = {
+    "sources": "same-space",
+    "acquisition": "logei",
+    "acquisition_with_priors": "logei",
+    "ucb_beta": TRANSFER_UCB_BETA,
+    "first_trial": "lcb",
+    "initial_design": False,  # the first suggestion already uses the meta-data
+    "report": weights_report,
+}
+
+for _name, _module, _class, _options, _meta_gps, _description in (
+    ("scaml", "scaml", "ScaML", ScaMLOptions, True, "ScaML-GP (Tighineanu et al., AISTATS 2024)"),
+    ("rgpe", "rgpe", "RGPE", RGPEOptions, True, "RGPE (Feurer et al. 2018), baseline"),
+    (
+        "stackgp",
+        "stackgp",
+        "StackGP",
+        StackGPOptions,
+        False,
+        "stacked residual GPs (Golovin et al. 2017), baseline",
+    ),
+    ("mtgp", "mtgp", "MultiTaskGPSurrogate", NoOptions, False, "BoTorch's multi-task GP, baseline"),
+):
+    register_method(
+        MethodSpec(
+            _name,
+            description=_description,
+            build=transfer_builder(_module, _class, meta_gps=_meta_gps),
+            options=_options,
+            prefit=prefit_meta_gps if _meta_gps else None,
+            **TRANSFER_DEFAULTS,
+        )
+    )
+
+__all__ = [
+    "TRANSFER_DEFAULTS",
+    "RGPEOptions",
+    "ScaMLOptions",
+    "StackGPOptions",
+    "prefit_meta_gps",
+    "transfer_builder",
+    "weights_report",
+]

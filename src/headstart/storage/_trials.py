@@ -1,0 +1,260 @@
+r"""The storage's trials: numbered in one transaction, filled in, finished once, read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from headstart.exceptions import TrialAlreadyFinishedError, UnknownTrialError
+from headstart.storage import _clock
+from headstart.storage._connection import dumps_json
+from headstart.storage._rows import trial_record
+from headstart.storage.records import TrialRecord, TrialState
+from headstart.storage.schema import studies_table, trials_table
+
+
+class TrialsMixin:
+    """Trials of a :class:`~headstart.storage._connection.SQLConnection`."""
+
+    @staticmethod
+    def _next_number(conn: Connection, study_id: int) -> int:
+        top = conn.execute(
+            select(func.max(trials_table.c.number)).where(trials_table.c.study_id == study_id)
+        ).scalar()
+        return 0 if top is None else int(top) + 1
+
+    def _insert_trials(
+        self, conn: Connection, study_id: int, rows: Sequence[dict[str, Any]]
+    ) -> list[TrialRecord]:
+        number = self._next_number(conn, study_id)
+        records = []
+        for offset, r in enumerate(rows):
+            state = TrialState(r["state"])
+            now = _clock.now()
+            beat = _clock.db_now(conn) if r.get("heartbeat") else None
+            values = {
+                "study_id": study_id,
+                "number": number + offset,
+                "state": state.value,
+                "params_json": dumps_json(r["params"]),
+                "value": r.get("value"),
+                "source": r.get("source", "ask"),
+                "user_attrs_json": dumps_json(r.get("user_attrs") or {}),
+                "created_at": now,
+                "finished_at": now if state.is_finished else None,
+                "heartbeat_at": beat,
+            }
+            result = conn.execute(trials_table.insert().values(**values))
+            trial_id = int(result.inserted_primary_key[0])
+            records.append(trial_record(SimpleNamespace(trial_id=trial_id, **values)))
+        return records
+
+    def create_trial(
+        self,
+        study_id: int,
+        *,
+        state: TrialState,
+        params: dict[str, Any],
+        value: float | None = None,
+        source: str = "ask",
+        user_attrs: dict[str, Any] | None = None,
+        heartbeat: bool = False,
+    ) -> TrialRecord:
+        """Create one trial with the study's next number (one transaction).
+
+        ``heartbeat=True`` stamps its first heartbeat (a running trial of a study with
+        heartbeats; see :meth:`record_heartbeat` and :meth:`fail_stale_trials`).
+        """
+        row = {
+            "state": state,
+            "params": params,
+            "value": value,
+            "source": source,
+            "user_attrs": user_attrs,
+            "heartbeat": heartbeat,
+        }
+        (record,) = self._write(lambda conn: self._insert_trials(conn, study_id, [row]))
+        return record
+
+    def create_trials(self, study_id: int, rows: Iterable[dict[str, Any]]) -> list[TrialRecord]:
+        """Create several trials with consecutive numbers, all in one transaction."""
+        rows = list(rows)
+        return self._write(lambda conn: self._insert_trials(conn, study_id, rows))
+
+    def set_trial_params(
+        self,
+        trial_id: int,
+        params: dict[str, Any],
+        *,
+        user_attrs: dict[str, Any] | None = None,
+        unique: bool = True,
+        after_number: int = -1,
+        recheck_ids: Sequence[int] = (),
+    ) -> bool:
+        """Fill in the configuration of a reserved (running, empty) trial, atomically.
+
+        With ``unique``, the write is refused -- ``False`` is returned and nothing changes --
+        when another trial of the study already has exactly these parameters: two workers whose
+        suggestions coincided then never both evaluate it. The check and the write are one
+        transaction, serialized per study (SQLite's write lock; a row lock on PostgreSQL).
+        ``after_number`` limits the check to trials numbered above it, the trials in
+        ``recheck_ids`` and unfinished ones: the caller has compared the other trials, finished
+        when it last read them (they never change), itself.
+        """
+        t = trials_table.c
+        params_json = dumps_json(params)
+
+        def update(conn: Connection) -> bool:
+            study_id = conn.execute(select(t.study_id).where(t.trial_id == trial_id)).scalar()
+            if study_id is None:
+                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            if conn.dialect.name != "sqlite":  # serialize check-and-write per study
+                conn.execute(
+                    select(studies_table.c.study_id)
+                    .where(studies_table.c.study_id == study_id)
+                    .with_for_update()
+                )
+            if unique:
+                same = (
+                    t.study_id == study_id,
+                    t.trial_id != trial_id,
+                    t.params_json == params_json,
+                )
+                unfinished = [TrialState.RUNNING.value, TrialState.WAITING.value]
+                checks = [t.number > after_number, t.state.in_(unfinished)]  # all indexed
+                if recheck_ids:
+                    checks.append(t.trial_id.in_(list(recheck_ids)))
+                for where in checks:
+                    if conn.execute(select(t.trial_id).where(*same, where).limit(1)).first():
+                        return False
+            values = {"params_json": params_json}
+            if user_attrs is not None:
+                values["user_attrs_json"] = dumps_json(user_attrs)
+            updated = conn.execute(
+                trials_table.update()
+                .where(t.trial_id == trial_id, t.state == TrialState.RUNNING.value)
+                .values(**values)
+            )
+            if updated.rowcount != 1:  # failed meanwhile, by another worker's stale-trial sweep
+                raise TrialAlreadyFinishedError(
+                    f"Trial id {trial_id} is no longer running: it cannot get a configuration."
+                )
+            return True
+
+        return self._write(update)
+
+    def finish_trial(
+        self,
+        trial_id: int,
+        *,
+        state: TrialState,
+        value: float | None,
+        user_attrs: dict[str, Any] | None = None,
+    ) -> TrialRecord:
+        """Mark a running (or waiting) trial complete or failed, atomically.
+
+        ``user_attrs`` are merged into the trial's (for example a failed evaluation's traceback).
+
+        Raises:
+            UnknownTrialError: no such trial.
+            TrialAlreadyFinishedError: the trial was already complete or failed.
+        """
+        state = TrialState(state)
+        t = trials_table.c
+        attempts = [0]
+
+        def finish(conn: Connection) -> None:
+            attempts[0] += 1
+            values: dict[str, Any] = {
+                "state": state.value,
+                "value": value,
+                "finished_at": _clock.now(),
+            }
+            if user_attrs:
+                old = conn.execute(select(t.user_attrs_json).where(t.trial_id == trial_id)).scalar()
+                values["user_attrs_json"] = dumps_json({**json.loads(old or "{}"), **user_attrs})
+            updated = conn.execute(
+                trials_table.update()
+                .where(
+                    t.trial_id == trial_id,
+                    t.state.in_([TrialState.RUNNING.value, TrialState.WAITING.value]),
+                )
+                .values(**values)
+            )
+            if updated.rowcount == 1:
+                return
+            row = conn.execute(
+                select(t.number, t.state, t.value).where(t.trial_id == trial_id)
+            ).first()
+            if row is None:
+                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            if attempts[0] > 1 and row.state == state.value and row.value == value:
+                return  # a retry after a lost connection: the first attempt had committed
+            raise TrialAlreadyFinishedError(
+                f"Trial {row.number} is already {row.state} (value {row.value}); each trial is "
+                "told once. Ask a new trial to evaluate again."
+            )
+
+        self._write(finish)
+        return self.get_trial(trial_id)
+
+    def get_trial(self, trial_id: int) -> TrialRecord:
+        missing = UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+        return trial_record(self._row_by_id(trials_table.c.trial_id, trial_id, missing))
+
+    def get_trials(
+        self, study_id: int, states: Sequence[TrialState] | None = None
+    ) -> list[TrialRecord]:
+        """The study's trials ordered by number, optionally only those in ``states``."""
+        query = select(trials_table).where(trials_table.c.study_id == study_id)
+        if states is not None:
+            query = query.where(trials_table.c.state.in_([TrialState(s).value for s in states]))
+        query = query.order_by(trials_table.c.number)
+        return self._read(lambda conn: [trial_record(r) for r in conn.execute(query)])
+
+    def get_trials_changed(
+        self, study_id: int, after_number: int, trial_ids: Sequence[int] = ()
+    ) -> list[TrialRecord]:
+        """Trials numbered above ``after_number``, plus those in ``trial_ids``, by number.
+
+        A reader that keeps the finished trials it has seen asks only for what may have changed:
+        new trials and the ones it saw unfinished. Numbers become visible in order (each is the
+        committed maximum plus one), so nothing numbered below ``after_number`` appears later.
+        """
+        t = trials_table.c
+        new = select(trials_table).where(t.study_id == study_id, t.number > after_number)
+        known = select(trials_table).where(t.trial_id.in_(list(trial_ids)))  # primary key
+
+        def read(conn: Connection) -> list[TrialRecord]:  # two indexed queries, one snapshot
+            rows = {r.trial_id: r for r in conn.execute(known)} if trial_ids else {}
+            rows.update({r.trial_id: r for r in conn.execute(new)})
+            return sorted((trial_record(r) for r in rows.values()), key=lambda r: r.number)
+
+        return self._read(read)
+
+    def get_trials_of_studies(
+        self, study_ids: Sequence[int], states: Sequence[TrialState] | None = None
+    ) -> dict[int, list[TrialRecord]]:
+        """``{study_id: trials ordered by number}`` for many studies in one query."""
+        t = trials_table.c
+        out: dict[int, list[TrialRecord]] = {int(i): [] for i in study_ids}
+        if not out:
+            return out
+        query = select(trials_table).where(t.study_id.in_(list(out)))
+        if states is not None:
+            query = query.where(t.state.in_([TrialState(s).value for s in states]))
+        query = query.order_by(t.study_id, t.number)
+
+        def read(conn: Connection) -> dict[int, list[TrialRecord]]:
+            for row in conn.execute(query):
+                out[row.study_id].append(trial_record(row))
+            return out
+
+        return self._read(read)
+
+
+__all__ = ["TrialsMixin"]
