@@ -13,6 +13,8 @@ import torch
 
 from headstart._gp.batched import BatchedGP
 from headstart._gp.exact import (
+    GPForm,
+    Padded,
     fit_exact_gp,
     neg_log_lik,
     neg_log_lik_and_grad,
@@ -56,9 +58,9 @@ def _data(rng, sizes, d=3):
     return Xs, ys
 
 
-def _map_objective(raw, X, y, mask, n, prior, kernel, coords):
+def _map_objective(raw, data, prior, kernel, coords):
     """The autograd reference: -log p(y | theta) - log p(theta)."""
-    nll = neg_log_lik(raw, X, y, mask, n, torch.from_numpy(IS_CAT), kernel=kernel, coords=coords)
+    nll = neg_log_lik(raw, data, torch.from_numpy(IS_CAT), GPForm(kernel, coords))
     _, log_ell, log_s, noise, _ = unpack_raw(raw, coords)
     return nll - prior.log_prob(log_ell, log_s, torch.log(noise))
 
@@ -125,15 +127,13 @@ def test_hyperprior_draws_follow_the_prior():
 def test_closed_form_gradient_equals_autograd_padded_and_extreme(kernel, coords):
     rng = np.random.default_rng(2)
     Xs, ys = _data(rng, [1, 7, 60])
-    X, y, mask, n = pad(Xs, ys)
+    data = pad(Xs, ys)
     is_cat = torch.from_numpy(IS_CAT)
     for raw_np in (rng.normal(-0.5, 0.7, (3, 5)), np.tile([4.0, -4.0, 0.0, 3.0, -12.0], (3, 1))):
         raw = torch.from_numpy(raw_np).requires_grad_(True)
-        reference = neg_log_lik(raw, X, y, mask, n, is_cat, kernel=kernel, coords=coords)
+        reference = neg_log_lik(raw, data, is_cat, GPForm(kernel, coords))
         (auto,) = torch.autograd.grad(reference.sum(), raw)
-        value, grad = neg_log_lik_and_grad(
-            raw.detach(), X, y, mask, n, is_cat, kernel=kernel, coords=coords
-        )
+        value, grad = neg_log_lik_and_grad(raw.detach(), data, is_cat, GPForm(kernel, coords))
         # the two build r^2 in different orders; at n = 60 with a tiny noise K's condition number
         # is ~1e7, hence 1e-8 on the values (1e-10 at moderate settings, the other rows)
         np.testing.assert_allclose(value.numpy(), reference.detach().numpy(), rtol=1e-8)
@@ -145,10 +145,10 @@ def test_closed_form_gradient_equals_autograd_padded_and_extreme(kernel, coords)
 def test_likelihood_equals_scipy_and_padding_is_inert(kernel):
     rng = np.random.default_rng(3)
     Xs, ys = _data(rng, [4, 9])
-    X, y, mask, n = pad(Xs, ys)
+    data = pad(Xs, ys)
     raw = torch.from_numpy(rng.normal(-0.3, 0.5, (2, 5)))
     raw[:, -1] = -4.0
-    value, _ = neg_log_lik_and_grad(raw, X, y, mask, n, torch.from_numpy(IS_CAT), kernel=kernel)
+    value, _ = neg_log_lik_and_grad(raw, data, torch.from_numpy(IS_CAT), GPForm(kernel, SE_COORDS))
     params = GPParams.from_raw(raw.numpy(), SE_COORDS)
     for m, (Xm, ym) in enumerate(zip(Xs, ys, strict=True)):
         diff = Xm[:, None, :] - Xm[None, :, :]
@@ -158,11 +158,11 @@ def test_likelihood_equals_scipy_and_padding_is_inert(kernel):
         expected = -scipy.stats.multivariate_normal(np.zeros(len(ym)), K).logpdf(ym)
         assert float(value[m]) == pytest.approx(expected, rel=1e-10)
     # more padding changes nothing
-    X2, y2, mask2, _ = pad([*Xs, np.zeros((15, 3))], [*ys, np.zeros(15)])
-    value2, grad2 = neg_log_lik_and_grad(
-        raw, X2[:2], y2[:2], mask2[:2], n, torch.from_numpy(IS_CAT), kernel=kernel
-    )
-    _, grad = neg_log_lik_and_grad(raw, X, y, mask, n, torch.from_numpy(IS_CAT), kernel=kernel)
+    more = pad([*Xs, np.zeros((15, 3))], [*ys, np.zeros(15)])
+    more = Padded(more.X[:2], more.y[:2], more.mask[:2], data.n)
+    form = GPForm(kernel, SE_COORDS)
+    value2, grad2 = neg_log_lik_and_grad(raw, more, torch.from_numpy(IS_CAT), form)
+    _, grad = neg_log_lik_and_grad(raw, data, torch.from_numpy(IS_CAT), form)
     np.testing.assert_allclose(value2.numpy(), value.numpy(), rtol=1e-13)
     np.testing.assert_allclose(grad2.numpy(), grad.numpy(), rtol=1e-10, atol=1e-12)
 
@@ -177,14 +177,15 @@ def MATERN_F(sq):
 def test_fit_reaches_the_optimum_of_scipy_on_the_autograd_objective(kernel):
     rng = np.random.default_rng(4)
     Xs, ys = _data(rng, [25])
-    X, y, mask, n = pad(Xs, ys)
+    data = pad(Xs, ys)
     prior = PRIORS["meta"]
     start = prior.initial_raw(3)
-    raw, objective = fit_exact_gp(Xs, ys, IS_CAT, start[None, None], kernel=kernel, prior=prior)
+    form = GPForm(kernel, SE_COORDS)
+    raw, objective = fit_exact_gp(Xs, ys, IS_CAT, start[None, None], form=form, prior=prior)
 
     def reference(r):
         t = torch.from_numpy(r)[None].requires_grad_(True)
-        value = _map_objective(t, X, y, mask, n, prior, kernel, SE_COORDS)
+        value = _map_objective(t, data, prior, kernel, SE_COORDS)
         (g,) = torch.autograd.grad(value.sum(), t)
         return float(value.detach()[0]), g[0].numpy()
 
@@ -207,9 +208,8 @@ def test_sets_sharing_a_gp_sum_their_likelihoods_and_runs_stay_independent(sizes
     )
     alone, _ = fit_exact_gp(Xs[2:], ys[2:], IS_CAT, starts[1:], prior=FLAT_HYPERPRIOR)
     np.testing.assert_allclose(shared[1], alone[0], rtol=1e-9)
-    X, y, mask, n = pad(Xs[:2], ys[:2])
     total = neg_log_lik(
-        torch.from_numpy(shared[:1]).expand(2, 5), X, y, mask, n, torch.from_numpy(IS_CAT)
+        torch.from_numpy(shared[:1]).expand(2, 5), pad(Xs[:2], ys[:2]), torch.from_numpy(IS_CAT)
     )
     assert float(total.sum()) == pytest.approx(objective[0], rel=1e-9)
 

@@ -12,7 +12,7 @@ import scipy.stats
 import torch
 
 from headstart._gp.batched import BatchedGP
-from headstart._gp.exact import neg_log_lik, neg_log_lik_and_grad, prior_and_grad
+from headstart._gp.exact import Padded, neg_log_lik, neg_log_lik_and_grad, prior_and_grad
 from headstart._gp.fit_settings import SE_COORDS
 from headstart._gp.hyperprior import META_HYPERPRIOR
 from headstart._gp.kernels import batched_kernel
@@ -116,13 +116,13 @@ def test_padded_objective_equals_unpadded_computation_and_gradients_agree():
     raw = torch.from_numpy(np.column_stack([np.log(ell), np.log(s), np.log(noise)]))
     is_cat = torch.from_numpy(IS_CAT)
     raw_ag = raw.clone().requires_grad_(True)
-    nll = neg_log_lik(raw_ag, X, y, mask, n, is_cat)
+    nll = neg_log_lik(raw_ag, Padded(X, y, mask, n), is_cat)
     mll = -nll
     objective = nll - META_HYPERPRIOR.log_prob(raw_ag[:, :3], raw_ag[:, 3], raw_ag[:, 4])
     (grad_ag,) = torch.autograd.grad(objective.sum(), raw_ag)
 
     def neg_log_posterior_and_grad(raw, X, y, mask, n, is_cat):
-        value, grad = neg_log_lik_and_grad(raw, X, y, mask, n, is_cat)
+        value, grad = neg_log_lik_and_grad(raw, Padded(X, y, mask, n), is_cat)
         log_prior, prior_grad = prior_and_grad(raw, META_HYPERPRIOR, SE_COORDS)
         return value - log_prior, grad - prior_grad
 
@@ -209,7 +209,7 @@ def test_constant_and_single_point_tasks_do_not_crash():
     gps = fit_meta_gps(tasks, IS_CAT)
     np.testing.assert_array_equal(gps.y_std[:2], [1.0, 1.0])
     Xq = _points(rng, 5)
-    mean, var = gps.mean(Xq), gps.var(Xq)
+    mean, var = gps.mean(Xq), gps.moments(Xq)[1]
     assert np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()
     np.testing.assert_allclose(mean[0], 7.0, atol=1e-12)  # zero-mean GP of standardized zeros
     np.testing.assert_allclose(mean[1], -2.0, atol=1e-12)
@@ -239,7 +239,7 @@ def test_mean_cov_var_match_brute_force_posterior():
     tasks, params, gps, rng = _fixed_gps()
     Xq, Zq = _points(rng, 6), _points(rng, 4)
     Xq[0] = tasks[1][0][2]  # a training point
-    mean, cov, var = gps.mean(Xq), gps.cov(Xq, Zq), gps.var(Xq)
+    mean, cov, var = gps.mean(Xq), gps.cov(Xq, Zq), gps.moments(Xq)[1]
     for m, (X, y) in enumerate(tasks):
         w, s, noise = params.inv_sq_lengthscales[m], params.outputscale[m], params.noise[m]
         exp_mean, exp_cov = _brute_posterior(X, y, w, s, noise, Xq, Zq)
@@ -330,7 +330,7 @@ def test_weighted_sums_and_gradients(p):
     X[0] = tasks[3][0][0]  # at a training point (variance near 0)
     mean, var, cross, dmean, dvar, dcross = wm(X, grad=True)
     np.testing.assert_allclose(mean, a @ gps.mean(X), atol=1e-10)
-    np.testing.assert_allclose(var, b @ gps.var(X), atol=1e-10)
+    np.testing.assert_allclose(var, b @ gps.moments(X)[1], atol=1e-10)
     np.testing.assert_allclose(cross, np.einsum("m,mxz->xz", b, gps.cov(X, Z)), atol=1e-10)
     assert cross.shape == (7, p) and dcross.shape == (7, p, 3)
     no_grad = wm(X)

@@ -10,10 +10,9 @@ import scipy.stats
 import torch
 
 import headstart as hs
-from headstart._gp.exact import fit_exact_gp, neg_log_lik, pad, prior_and_grad
-from headstart._gp.fit_settings import MATERN_COORDS
+from headstart._gp.exact import MATERN_FORM, fit_exact_gp, neg_log_lik, pad, prior_and_grad
+from headstart._gp.fit_settings import MATERN_COORDS, Limits
 from headstart._gp.hyperprior import FLAT_HYPERPRIOR, HyperPrior, gamma_hyperprior
-from headstart._gp.kernels import MATERN52
 from headstart._gp.params import GPParams
 from headstart.mphd import Domain, PriorModel, dimension_context, fit_domains, gamma_mle, pretrain
 from headstart.mphd.pretrain import fit_lengthscale_network
@@ -36,17 +35,8 @@ def _gp_draws(rng, d, ell, n=40, m=2, kinds=None):
 def _map_objective(raw, Xs, ys, prior, is_cat):
     """``sum_i -log p(y_i | theta) - log p(theta)`` of the Matérn GP at ``raw`` (Matérn coords)."""
     raw = torch.as_tensor(np.asarray(raw, dtype=np.float64))[None]
-    X, y, mask, n = pad(Xs, ys)
-    nll = neg_log_lik(
-        X=X,
-        y=y,
-        mask=mask,
-        n=n,
-        raw=raw.expand(len(Xs), -1),
-        is_cat=is_cat,
-        kernel=MATERN52,
-        coords=MATERN_COORDS,
-    )
+    data = pad(Xs, ys)
+    nll = neg_log_lik(raw.expand(len(Xs), -1), data, is_cat, MATERN_FORM)
     return float(nll.sum() - prior_and_grad(raw, prior, MATERN_COORDS)[0][0])
 
 
@@ -58,9 +48,8 @@ def _map_fit(Xs, ys, prior, start, **options):
         ys,
         np.zeros(d, bool),
         np.asarray(start)[None, None],
-        kernel=MATERN52,
         prior=prior,
-        coords=MATERN_COORDS,
+        form=MATERN_FORM,
         owner=np.zeros(len(Xs), int),
         per_datum=False,
         **options,
@@ -160,7 +149,7 @@ def test_map_under_gamma_priors_matches_brute_force_on_1d():
     prior = gamma_hyperprior(((3.0,), (10.0,)), (2.0, 2.0), (1.0, 1.0))
     ell, s, noise = prior.initial_values(1)
     start = GPParams.from_values(ell, s, noise).to_raw(MATERN_COORDS, deterministic=True)[0]
-    _, objective = _map_fit([X], [y], prior, start, deterministic=True, pgtol=1e-8)
+    _, objective = _map_fit([X], [y], prior, start, deterministic=True, limits=Limits(pgtol=1e-8))
     is_cat = torch.zeros(1, dtype=torch.bool)
     grid = [
         _map_objective([lw, ls, -30.0], [X], [y], prior, is_cat)

@@ -327,16 +327,6 @@ class BatchedGP:
                 out[:, c] = (k @ self.alpha.unsqueeze(-1)).squeeze(-1)
         return self.y_mean[:, None] + self.y_std[:, None] * out.numpy()
 
-    def var(self, X: np.ndarray) -> np.ndarray:
-        r"""Posterior variances ``Sigma_m(x, x)`` of ``f_m`` in raw units, clamped at 0: ``M x m``."""
-        Xt = self._as_tensor(X)
-        out = torch.empty(self.n_tasks, len(Xt), dtype=DTYPE)
-        with torch.no_grad():
-            for c in self.chunks(len(Xt), self.mask.shape[1]):
-                V = self.L_inv @ self.k_train(self.maps.phi(Xt[c])).transpose(-1, -2)
-                out[:, c] = (self.s[:, None] - (V * V).sum(-2)).clamp_min(0.0)
-        return (self.y_std**2)[:, None] * out.numpy()
-
     def moments(self, X: np.ndarray, grad: bool = False) -> tuple[np.ndarray, ...]:
         r"""Per-GP posterior means and variances of ``f_m`` (raw units) at ``X``.
 

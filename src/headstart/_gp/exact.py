@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -41,14 +43,15 @@ from headstart._engine.numerics import robust_cholesky
 from headstart._engine.threads import limit_threads
 from headstart._gp.fit import minimize
 from headstart._gp.fit_settings import (
-    FIT_FACTR,
-    FIT_MAXITER,
-    FIT_PGTOL,
+    DEFAULT_LIMITS,
+    MATERN_COORDS,
     SE_COORDS,
     Coordinates,
+    Limits,
 )
 from headstart._gp.hyperprior import META_HYPERPRIOR, HyperPrior
 from headstart._gp.kernels import (
+    MATERN52,
     SE,
     FeatureMaps,
     StationaryKernel,
@@ -68,13 +71,34 @@ _DIFFS_ELEMENTS = 1 << 22
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+@dataclass(frozen=True)
+class GPForm:
+    """A GP family as its fit sees it: the kernel, and the coordinates L-BFGS-B moves."""
+
+    kernel: StationaryKernel
+    coords: Coordinates
+
+
+MATERN_FORM = GPForm(MATERN52, MATERN_COORDS)  # the Matérn GP of GP-BO and MPHD
+SE_FORM = GPForm(SE, SE_COORDS)  # the SE GPs of the transfer models
+
+
 # --- padding ----------------------------------------------------------------------------------
-def pad(
-    Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], d: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Padded ``X`` (``M x N x d``; padding, and columns beyond a set's own, at the cube centre),
-    ``y`` (0 on padding), ``mask`` (1 on real rows) and ``n`` (real rows per set, as float64: an
-    integer tensor would make ``0.5 * n`` a float32)."""
+class Padded(NamedTuple):
+    """``R`` data sets padded to a common size ``N`` (real rows first)."""
+
+    X: torch.Tensor  # R x N x d inputs; padding, and columns beyond a set's own, at 0.5
+    y: torch.Tensor  # R x N standardized targets, 0 on padding
+    mask: torch.Tensor  # R x N: 1 on real rows, 0 on padding
+    n: torch.Tensor  # R real rows (float64: an integer tensor makes 0.5 * n a float32)
+
+    def rows(self, idx: torch.Tensor) -> Padded:
+        """The data sets ``idx``."""
+        return Padded(self.X[idx], self.y[idx], self.mask[idx], self.n[idx])
+
+
+def pad(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], d: int | None = None) -> Padded:
+    """The data sets ``Xs``, ``ys`` padded to the largest (:class:`Padded`)."""
     n = np.array([len(y) for y in ys], dtype=np.float64)
     d = max(X.shape[1] for X in Xs) if d is None else d
     X = np.full((len(Xs), int(n.max()), d), 0.5)
@@ -82,7 +106,9 @@ def pad(
     mask = np.zeros((len(Xs), int(n.max())))
     for m, (Xm, ym) in enumerate(zip(Xs, ys, strict=True)):
         X[m, : len(ym), : Xm.shape[1]], y[m, : len(ym)], mask[m, : len(ym)] = Xm, ym, 1.0
-    return torch.from_numpy(X), torch.from_numpy(y), torch.from_numpy(mask), torch.from_numpy(n)
+    return Padded(
+        torch.from_numpy(X), torch.from_numpy(y), torch.from_numpy(mask), torch.from_numpy(n)
+    )
 
 
 def size_buckets(n: np.ndarray) -> list[np.ndarray]:
@@ -95,35 +121,25 @@ def size_buckets(n: np.ndarray) -> list[np.ndarray]:
 
 # --- the marginal likelihood ------------------------------------------------------------------
 def neg_log_lik(
-    raw: torch.Tensor,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    mask: torch.Tensor,
-    n: torch.Tensor,
-    is_cat: torch.Tensor,
-    *,
-    kernel: StationaryKernel = SE,
-    coords: Coordinates = SE_COORDS,
+    raw: torch.Tensor, data: Padded, is_cat: torch.Tensor, form: GPForm = SE_FORM
 ) -> torch.Tensor:
     r"""``-log p(y | theta)`` of ``R`` padded data sets (autograd-safe reference).
 
     Args:
         raw: ``R x (d + 2)`` coordinates (:class:`~headstart._gp.fit_settings.Coordinates`).
-        X: ``R x N x d`` inputs, padded rows arbitrary.
-        y: ``R x N`` standardized targets, 0 on padded rows.
-        mask: ``R x N``: 1 on real rows, 0 on padded rows (real rows first).
-        n: ``R`` numbers of real rows.
+        data: The data sets (:class:`Padded`).
         is_cat: ``d`` boolean mask of categorical columns.
-        kernel: :data:`~headstart._gp.kernels.SE` or :data:`~headstart._gp.kernels.MATERN52`.
-        coords: The coordinates ``raw`` is in.
+        form: The kernel and the coordinates ``raw`` is in (:data:`SE_FORM`,
+            :data:`MATERN_FORM`).
 
     Returns:
         ``R`` values, differentiable in ``raw``.
     """
     from headstart._gp.kernels import batched_kernel
 
-    w, _, log_s, noise, _ = unpack_raw(raw, coords)
-    K = batched_kernel(X, X, is_cat, w, torch.exp(log_s), kernel=kernel, symmetric=True)
+    X, y, mask, n = data
+    w, _, log_s, noise, _ = unpack_raw(raw, form.coords)
+    K = batched_kernel(X, X, is_cat, w, torch.exp(log_s), kernel=form.kernel, symmetric=True)
     K = K * (mask.unsqueeze(-1) * mask.unsqueeze(-2))
     K = K + torch.diag_embed(noise.unsqueeze(-1) * mask + (1.0 - mask))
     L = robust_cholesky(K, diag_mask=mask, warn=False, label="A GP kernel matrix")
@@ -134,14 +150,10 @@ def neg_log_lik(
 
 def neg_log_lik_and_grad(
     raw: torch.Tensor,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    mask: torch.Tensor,
-    n: torch.Tensor,
+    data: Padded,
     is_cat: torch.Tensor,
+    form: GPForm = SE_FORM,
     *,
-    kernel: StationaryKernel = SE,
-    coords: Coordinates = SE_COORDS,
     padded: bool = True,
     vocab: list[torch.Tensor] | None = None,
     sq: torch.Tensor | None = None,
@@ -157,7 +169,7 @@ def neg_log_lik_and_grad(
     large batches need (``benchmarks/gp_gradient.py`` measures both).
 
     Args:
-        raw, X, y, mask, n, is_cat, kernel, coords: As for :func:`neg_log_lik`.
+        raw, data, is_cat, form: As for :func:`neg_log_lik`.
         padded: ``False`` promises ``mask`` is all ones (skips the masking).
         vocab: Categorical vocabulary covering ``X`` (default: computed from ``X``).
         sq: ``R x N x N x d`` :func:`~headstart._gp.kernels.pairwise_sq_diffs` of ``X``.
@@ -165,6 +177,8 @@ def neg_log_lik_and_grad(
     Returns:
         ``(values R, gradients R x (d + 2))``.
     """
+    X, y, mask, n = data
+    kernel, coords = form.kernel, form.coords
     w, _, log_s, noise, excess = unpack_raw(raw, coords)
     valid = mask > 0 if padded else None
     if sq is None:
@@ -286,16 +300,13 @@ def fit_exact_gp(
     is_cat: np.ndarray,
     starts: np.ndarray,
     *,
-    kernel: StationaryKernel = SE,
+    form: GPForm = SE_FORM,
     prior: HyperPrior = META_HYPERPRIOR,
-    coords: Coordinates = SE_COORDS,
     owner: np.ndarray | None = None,
     bounds: np.ndarray | None = None,
     deterministic: bool = False,
     per_datum: bool = True,
-    maxiter: int = FIT_MAXITER,
-    pgtol: float = FIT_PGTOL,
-    factr: float = FIT_FACTR,
+    limits: Limits = DEFAULT_LIMITS,
     on_error: float | None = None,
     callback: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -310,16 +321,15 @@ def fit_exact_gp(
             padded at the cube centre; pin their coordinates with ``bounds``).
         ys: Their standardized targets.
         is_cat: ``d`` mask of categorical columns, or one per data set (``len(Xs) x d``).
-        starts: ``T x S x (d + 2)`` starting coordinates.
-        kernel: :data:`~headstart._gp.kernels.SE` or :data:`~headstart._gp.kernels.MATERN52`.
+        starts: ``T x S x (d + 2)`` starting coordinates (``form.coords``, as the result).
+        form: The kernel and the coordinates (:data:`SE_FORM`, :data:`MATERN_FORM`).
         prior: The hyperprior.
-        coords: The coordinates of ``starts`` and of the result.
         owner: ``len(Xs)`` GP index of each data set (default ``0..T-1``).
-        bounds: ``T x (d + 2) x 2`` boxes (default ``coords``' for every GP).
+        bounds: ``T x (d + 2) x 2`` boxes (default ``form.coords``' for every GP).
         deterministic: Pin the noise (``coords.deterministic_noise``).
         per_datum: L-BFGS-B sees each GP's objective divided by its number of observations (as
             BoTorch's ``ExactMarginalLogLikelihood``, so tolerances mean the same for every size).
-        maxiter, pgtol, factr, on_error, callback: As :func:`headstart._gp.fit.minimize`.
+        limits, on_error, callback: As :func:`headstart._gp.fit.minimize`.
 
     Returns:
         ``(raw T x (d + 2), objective T)``: each GP's best coordinates and its minimized
@@ -332,7 +342,7 @@ def fit_exact_gp(
     sizes = np.array([len(y) for y in ys])
     total = np.bincount(owner, weights=sizes, minlength=T)
     if bounds is None:
-        bounds = coords.bounds(d, deterministic=deterministic)
+        bounds = form.coords.bounds(d, deterministic=deterministic)
     run_bounds = np.repeat(np.broadcast_to(bounds, (T, k, 2)), S, axis=0)
     sets_of = [np.flatnonzero(owner == t) for t in range(T)]
     # buckets of data sets: one size class and one categorical pattern each
@@ -343,10 +353,10 @@ def fit_exact_gp(
             members = same[members]
             data = pad([Xs[i] for i in members], [ys[i] for i in members], d)
             cat_t = torch.from_numpy(pattern.copy())
-            N = data[0].shape[1]
+            N = data.X.shape[1]
             small = len(members) * N * N * d <= _DIFFS_ELEMENTS
-            sq = pairwise_sq_diffs(data[0], data[0], cat_t) if small else None
-            buckets.append((members, data, cat_t, vocabulary(cat_t, data[0]), sq))
+            sq = pairwise_sq_diffs(data.X, data.X, cat_t) if small else None
+            buckets.append((members, data, cat_t, vocabulary(cat_t, data.X), sq))
     bucket_of = np.empty(len(Xs), dtype=int)
     pos_in_bucket = np.empty(len(Xs), dtype=int)
     for b, (members, *_) in enumerate(buckets):
@@ -366,9 +376,9 @@ def fit_exact_gp(
         all_rows = np.arange(len(row_set))
         parts = []  # (runs, values, gradients) of each chunk of rows
         for b in np.unique(in_buckets) if len(buckets) > 1 else (0,):
-            members, (Xb, yb, maskb, nb), cat_t, vocab, sq = buckets[b]
+            members, padded_sets, cat_t, vocab, sq = buckets[b]
             in_bucket = np.flatnonzero(in_buckets == b) if len(buckets) > 1 else all_rows
-            size = Xb.shape[1]
+            size = padded_sets.X.shape[1]
             step = max(1, _FIT_CHUNK_ELEMENTS // size**2)  # keep each chunk cache-sized
             for start in range(0, len(in_bucket), step):
                 rows = in_bucket[start : start + step]
@@ -376,13 +386,9 @@ def fit_exact_gp(
                 runs = row_run[rows]
                 value, grad = neg_log_lik_and_grad(
                     raw[torch.from_numpy(runs)],
-                    Xb[loc],
-                    yb[loc],
-                    maskb[loc],
-                    nb[loc],
+                    padded_sets.rows(loc),
                     cat_t,
-                    kernel=kernel,
-                    coords=coords,
+                    form,
                     padded=bool((sizes[members[loc.numpy()]] < size).any()),
                     vocab=vocab,
                     sq=None if sq is None else sq[loc],
@@ -395,7 +401,7 @@ def fit_exact_gp(
             for runs, value, grad in parts:
                 np.add.at(values, runs, value)
                 np.add.at(grads, runs, grad)
-        log_prior, prior_grad = prior_and_grad(x, prior, coords)
+        log_prior, prior_grad = prior_and_grad(x, prior, form.coords)
         values, grads = values - log_prior, grads - prior_grad
         if per_datum:
             scale = total[gp]
@@ -407,9 +413,7 @@ def fit_exact_gp(
             fun,
             starts.reshape(T * S, k),
             run_bounds,
-            maxiter=maxiter,
-            pgtol=pgtol,
-            factr=factr,
+            limits=limits,
             on_error=on_error,
             callback=callback,
         )
@@ -419,6 +423,10 @@ def fit_exact_gp(
 
 
 __all__ = [
+    "MATERN_FORM",
+    "SE_FORM",
+    "GPForm",
+    "Padded",
     "fit_exact_gp",
     "neg_log_lik",
     "neg_log_lik_and_grad",

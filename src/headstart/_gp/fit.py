@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from headstart._engine.lbfgsb import batched_lbfgsb
-from headstart._gp.fit_settings import FIT_FACTR, FIT_MAXITER, FIT_PGTOL
+from headstart._gp.fit_settings import DEFAULT_LIMITS, Limits
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
 BatchedObjective = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -29,9 +29,7 @@ def minimize(
     x0: np.ndarray,
     bounds: np.ndarray,
     *,
-    maxiter: int = FIT_MAXITER,
-    pgtol: float = FIT_PGTOL,
-    factr: float = FIT_FACTR,
+    limits: Limits = DEFAULT_LIMITS,
     on_error: float | None = FAILED,
     callback: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -42,7 +40,7 @@ def minimize(
             ``(values m, gradients m x k)``.
         x0: ``b x k`` starting points (clipped to ``bounds``).
         bounds: ``k x 2`` or ``b x k x 2`` boxes.
-        maxiter, pgtol, factr: L-BFGS-B's limits (:mod:`headstart._gp.fit_settings`).
+        limits: When each run stops (:class:`~headstart._gp.fit_settings.Limits`).
         on_error: The value reported, with a zero gradient, by a start for which ``fun`` raises
             :class:`~headstart.exceptions.ModelFittingError` (it wandered into a kernel that is
             not positive definite; a failing batch is re-evaluated start by start, so the others
@@ -83,9 +81,9 @@ def minimize(
             guarded if callback is None else counted,
             x0,
             bounds,
-            maxiter=maxiter,
-            pgtol=pgtol,
-            factr=factr,
+            maxiter=limits.maxiter,
+            pgtol=limits.pgtol,
+            factr=limits.factr,
         )
     return xs, np.where(np.isfinite(fs), fs, np.inf)
 

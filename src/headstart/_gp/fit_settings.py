@@ -46,6 +46,20 @@ MIN_NOISE = 1e-6  # the Matérn GP's smallest noise variance; deterministic obje
 
 
 @dataclass(frozen=True)
+class Limits:
+    """When L-BFGS-B stops: after ``maxiter`` iterations, at a projected gradient below
+    ``pgtol``, or at a relative decrease below ``factr`` machine epsilons."""
+
+    maxiter: int = FIT_MAXITER
+    pgtol: float = FIT_PGTOL
+    factr: float = FIT_FACTR
+
+
+DEFAULT_LIMITS = Limits()
+MATERN_LIMITS = Limits(pgtol=MATERN_GTOL)  # the Matérn GP of GP-BO: Optuna's loose tolerance
+
+
+@dataclass(frozen=True)
 class Coordinates:
     r"""The variables a GP fit moves: ``raw = (l_1..d, log s, log(sigma^2 - floor))``.
 
@@ -95,16 +109,19 @@ SE_COORDS = Coordinates(
 )
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "DETERMINISTIC_NOISE",
     "FIT_FACTR",
     "FIT_MAXITER",
     "FIT_PGTOL",
     "MATERN_COORDS",
     "MATERN_GTOL",
+    "MATERN_LIMITS",
     "MIN_NOISE",
     "NOISE_BOUNDS",
     "N_PRIOR_STARTS",
     "SE_COORDS",
     "SE_SCALE_BOUNDS",
     "Coordinates",
+    "Limits",
 ]

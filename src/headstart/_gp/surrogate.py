@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 
 from headstart._engine.numerics import check_training_data, standardize
-from headstart._gp.exact import fit_exact_gp
+from headstart._gp.exact import MATERN_FORM, fit_exact_gp
 from headstart._gp.fit import FAILED
-from headstart._gp.fit_settings import MATERN_COORDS, MATERN_GTOL
+from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, HyperPrior
-from headstart._gp.kernels import MATERN52
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
 from headstart.exceptions import ModelFittingError
@@ -134,12 +133,11 @@ class MaternGP:
             [y] * k,
             self.is_cat,
             np.stack(starts)[:, None, :],
-            kernel=MATERN52,
             prior=self.hyperprior,
-            coords=MATERN_COORDS,
+            form=MATERN_FORM,
             deterministic=self.deterministic,
             per_datum=False,
-            pgtol=MATERN_GTOL,
+            limits=MATERN_LIMITS,
             on_error=FAILED,
         )
         return list(zip(objective, raw, strict=True))

@@ -9,42 +9,7 @@ registry; each built-in family registers itself from one module (a model of what
 """
 
 from headstart._engine import ACQUISITIONS
-from headstart._methods import gp, mphd, neural, transfer  # noqa: F401  (register the built-ins)
-from headstart._methods.registry import (
-    DEFAULT_TRANSFER_METHOD,
-    SOURCES,
-    TRANSFER_UCB_BETA,
-    BuildContext,
-    MethodOptions,
-    MethodSpec,
-    NoOptions,
-    ReportContext,
-    check_source_arguments,
-    default_method,
-    get_method,
-    merge_options,
-    method_names,
-    register_method,
-    transfer_method_names,
-    unregister_method,
-)
+from headstart._methods import gp, mphd, neural, registry, transfer  # noqa: F401  (built-ins)
+from headstart._methods.registry import *  # noqa: F403  (the registry is this package's API)
 
-__all__ = [
-    "ACQUISITIONS",
-    "DEFAULT_TRANSFER_METHOD",
-    "SOURCES",
-    "TRANSFER_UCB_BETA",
-    "BuildContext",
-    "MethodOptions",
-    "MethodSpec",
-    "NoOptions",
-    "ReportContext",
-    "check_source_arguments",
-    "default_method",
-    "get_method",
-    "merge_options",
-    "method_names",
-    "register_method",
-    "transfer_method_names",
-    "unregister_method",
-]
+__all__ = ["ACQUISITIONS", *registry.__all__]

@@ -27,10 +27,9 @@ from typing import Any
 import numpy as np
 
 from headstart._gp.batched import BatchedGP, standardize_each, unpack_tasks
-from headstart._gp.exact import fit_exact_gp
+from headstart._gp.exact import SE_FORM, fit_exact_gp
 from headstart._gp.fit_settings import SE_COORDS
 from headstart._gp.hyperprior import META_HYPERPRIOR, HyperPrior
-from headstart._gp.kernels import SE
 from headstart._gp.params import GPParams
 
 
@@ -120,7 +119,7 @@ def _fit_chunk(payload: tuple) -> np.ndarray:
     picklable argument, so chunks of a large meta-fit can be sent to other processes.
     """
     Xs, zs, is_cat, x0, prior = payload
-    raw, _ = fit_exact_gp(Xs, zs, is_cat, x0, kernel=SE, prior=prior, coords=SE_COORDS)
+    raw, _ = fit_exact_gp(Xs, zs, is_cat, x0, form=SE_FORM, prior=prior)
     return raw
 
 

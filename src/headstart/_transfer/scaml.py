@@ -61,7 +61,7 @@ import torch
 from headstart._engine.numerics import robust_cholesky
 from headstart._gp.batched import BatchedGP
 from headstart._gp.fit import minimize
-from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS
+from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS, Limits
 from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR, HyperPrior
 from headstart._gp.kernels import se_np
 from headstart._transfer.base import TransferSurrogate
@@ -519,7 +519,7 @@ def fit_test_params(
         values, grad = objective.value_and_grad(torch.from_numpy(x))
         return values.numpy() / n, grad.numpy() / n
 
-    xs, fs = minimize(fun, x0, bounds, factr=factr)
+    xs, fs = minimize(fun, x0, bounds, limits=Limits(factr=factr))
     fs = fs * n
     best = int(np.argmin(fs))
     return ScaMLParams.from_raw(xs[best], d), float(fs[best]), ybar, scale

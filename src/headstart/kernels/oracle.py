@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from headstart._engine.threads import limit_threads
 from headstart._gp.fit import minimize
+from headstart._gp.fit_settings import Limits
 from headstart.exceptions import InvalidSettingError
 from headstart.kernels.covariance import (
     NOISE_FLOOR,
@@ -275,7 +276,7 @@ def fit_map(
         return np.where(bad, 1e25, -value), np.where(bad[:, None], 0.0, -grad)
 
     bounds = raw_bounds(tree, X.numpy())
-    x, f = minimize(fun, starts, bounds, maxiter=maxiter, on_error=None)
+    x, f = minimize(fun, starts, bounds, limits=Limits(maxiter=maxiter), on_error=None)
     fits = [(-float(fi), xi) for fi, xi in zip(f, x, strict=True) if np.isfinite(fi) and fi < 1e24]
     fits.sort(key=lambda fit: -fit[0])
     return fits

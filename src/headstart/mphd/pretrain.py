@@ -202,10 +202,9 @@ def fit_domains(
 def _fit_batched(kept, maxiter: int, progress: Progress | None = None) -> list[DomainFit]:
     """Every space's ML GP (:func:`headstart._gp.exact.fit_exact_gp`): a space's sub-datasets
     share its hyperparameters; spaces and starts are independent L-BFGS-B runs, batched."""
-    from headstart._gp.exact import fit_exact_gp
-    from headstart._gp.fit_settings import MATERN_COORDS
+    from headstart._gp.exact import MATERN_FORM, fit_exact_gp
+    from headstart._gp.fit_settings import MATERN_COORDS, Limits
     from headstart._gp.hyperprior import FLAT_HYPERPRIOR
-    from headstart._gp.kernels import MATERN52
     from headstart._gp.params import GPParams
 
     D = max(domain.dim for domain, _ in kept)
@@ -239,12 +238,11 @@ def _fit_batched(kept, maxiter: int, progress: Progress | None = None) -> list[D
         [y for _, _, y, _ in sets],
         is_cat,
         np.asarray(starts),
-        kernel=MATERN52,
         prior=FLAT_HYPERPRIOR,
-        coords=MATERN_COORDS,
+        form=MATERN_FORM,
         owner=np.array([g for g, *_ in sets]),
         bounds=np.asarray(bounds),
-        maxiter=maxiter,
+        limits=Limits(maxiter=maxiter),
         callback=None if progress is None else step,
     )
     if progress is not None:

@@ -101,16 +101,6 @@ class StudiesMixin:
         missing = UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
         return study_record(self._row_by_id(studies_table.c.study_id, study_id, missing))
 
-    def _row_by_id(self, column: Any, value: int, missing: Exception) -> Any:
-        """The row of ``column``'s table whose ``column`` is ``value`` (one read); raises
-        ``missing`` if there is none."""
-        row = self._read(
-            lambda conn: conn.execute(select(column.table).where(column == value)).first()
-        )
-        if row is None:
-            raise missing
-        return row
-
     def list_studies(self) -> list[StudySummary]:
         """A summary of every study, oldest first."""
         t, s = trials_table.c, studies_table.c

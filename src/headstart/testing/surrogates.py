@@ -155,20 +155,11 @@ def _assert_finite(label: str, **arrays: np.ndarray) -> None:
 
 def _assert_posterior_finite(label: str, posterior: Posterior, X: np.ndarray) -> None:
     """Every output of the posterior at ``X`` is finite and variances are ``>= VAR_FLOOR``."""
-    mean, var = posterior.posterior(X)
-    mean_g, var_g, dmean, dvar = posterior.posterior_and_grad(X)
-    joint_mean, cov = posterior.joint_posterior(X)
-    _assert_finite(
-        label,
-        mean=mean,
-        var=var,
-        grad_mean=mean_g,
-        grad_var=var_g,
-        dmean=dmean,
-        dvar=dvar,
-        joint_mean=joint_mean,
-        cov=cov,
-    )
+    names = ("mean", "var", "grad_mean", "grad_var", "dmean", "dvar", "joint_mean", "cov")
+    outputs = (*posterior.posterior(X), *posterior.posterior_and_grad(X))
+    outputs += posterior.joint_posterior(X)
+    _assert_finite(label, **dict(zip(names, outputs, strict=True)))
+    var, var_g = outputs[1], outputs[3]
     for name, v in (("posterior var", var), ("posterior_and_grad var", var_g)):
         if np.min(v) < VAR_FLOOR:
             raise AssertionError(f"{label}: {name} {np.min(v):.3e} is below the {VAR_FLOOR} clamp.")
