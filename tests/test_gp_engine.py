@@ -477,3 +477,17 @@ def test_default_refit_schedule_is_geometric():
             last = n
     assert due[:5] == [5, 10, 15, 20, 25]  # every 5 points while the study is small
     assert len(due) == 21 and due[-1] == 929  # then every 25% more points: O(log n)
+
+
+def test_a_fit_under_an_extreme_learned_prior_is_not_taken_for_a_failure():
+    """MPHD's pre-training yields noise rates near 1e15 (the range allows 1e100), so the MAP
+    objective can exceed 1e10: a real value, not the failure of every start (it was taken for
+    one with a 1e10 failure sentinel)."""
+    from headstart._gp.hyperprior import gamma_hyperprior
+
+    prior = gamma_hyperprior(((2.0, 2.0), (8.0, 8.0)), (2.0, 1.0), (1.1, 1e17))
+    rng = np.random.default_rng(0)
+    X = rng.random((4, 2))
+    gp = MaternGP(np.zeros(2, dtype=bool), hyperprior=prior)
+    gp.condition(X, np.sin(6 * X[:, 0]), rng)
+    assert np.isfinite(gp.last_fit.map_objective) and gp.last_fit.map_objective > 1e10

@@ -307,7 +307,7 @@ def fit_exact_gp(
     deterministic: bool = False,
     per_datum: bool = True,
     limits: Limits = DEFAULT_LIMITS,
-    on_error: float | None = None,
+    penalize_failures: bool = False,
     callback: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""MAP hyperparameters of ``T`` GPs, every (GP, start) pair one L-BFGS-B run, all batched.
@@ -329,11 +329,12 @@ def fit_exact_gp(
         deterministic: Pin the noise (``coords.deterministic_noise``).
         per_datum: L-BFGS-B sees each GP's objective divided by its number of observations (as
             BoTorch's ``ExactMarginalLogLikelihood``, so tolerances mean the same for every size).
-        limits, on_error, callback: As :func:`headstart._gp.fit.minimize`.
+        limits, penalize_failures, callback: As :func:`headstart._gp.fit.minimize`.
 
     Returns:
         ``(raw T x (d + 2), objective T)``: each GP's best coordinates and its minimized
-        ``-(log p(y | theta) + log p(theta))`` (not divided by the size).
+        ``-(log p(y | theta) + log p(theta))`` (not divided by the size; ``inf`` when every
+        start of the GP failed).
     """
     T, S, k = starts.shape
     d = k - 2
@@ -414,7 +415,7 @@ def fit_exact_gp(
             starts.reshape(T * S, k),
             run_bounds,
             limits=limits,
-            on_error=on_error,
+            penalize_failures=penalize_failures,
             callback=callback,
         )
     fs = fs.reshape(T, S) * (total[:, None] if per_datum else 1.0)

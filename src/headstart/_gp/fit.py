@@ -21,7 +21,9 @@ from headstart._gp.fit_settings import DEFAULT_LIMITS, Limits
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
 BatchedObjective = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-FAILED = 1e10  # the value a start that fails (a non-PD kernel) reports, with a zero gradient
+# What a start whose kernel fails reports to L-BFGS-B (with a zero gradient): far above any real
+# objective (MPHD's learned priors alone can add 1e15), so the line search backs off from it.
+PENALTY = 1e250
 
 
 def minimize(
@@ -30,7 +32,7 @@ def minimize(
     bounds: np.ndarray,
     *,
     limits: Limits = DEFAULT_LIMITS,
-    on_error: float | None = FAILED,
+    penalize_failures: bool = True,
     callback: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Minimize ``fun`` from every row of ``x0`` (independent L-BFGS-B runs, batched calls).
@@ -41,27 +43,32 @@ def minimize(
         x0: ``b x k`` starting points (clipped to ``bounds``).
         bounds: ``k x 2`` or ``b x k x 2`` boxes.
         limits: When each run stops (:class:`~headstart._gp.fit_settings.Limits`).
-        on_error: The value reported, with a zero gradient, by a start for which ``fun`` raises
+        penalize_failures: A start for which ``fun`` raises
             :class:`~headstart.exceptions.ModelFittingError` (it wandered into a kernel that is
-            not positive definite; a failing batch is re-evaluated start by start, so the others
-            go on); ``None`` lets the error through.
+            not positive definite) reports :data:`PENALTY` with a zero gradient there, and the
+            others go on (a failing batch is re-evaluated start by start); ``False`` lets the
+            error through.
         callback: Called with the number of batched evaluations so far, after each (progress).
 
     Returns:
-        ``(x b x k, f b)``; a non-finite final value is ``inf``.
+        ``(x b x k, f b)``; ``f`` is ``inf`` for a start that ended where ``fun`` failed (or at a
+        non-finite value).
     """
     x0 = np.asarray(x0, dtype=np.float64)
     bounds = np.asarray(bounds, dtype=np.float64)
     x0 = np.clip(x0, bounds[..., 0], bounds[..., 1])
 
+    failed_at: dict[int, np.ndarray] = {}  # each start's last point where fun failed
+
     def guarded(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         try:
             return fun(idx, x)
         except ModelFittingError:
-            if on_error is None:
+            if not penalize_failures:
                 raise
             if len(x) == 1:
-                return np.full(1, on_error), np.zeros_like(x)
+                failed_at[int(idx[0])] = x[0].copy()
+                return np.full(1, PENALTY), np.zeros_like(x)
         # one start's kernel failed: evaluate the batch start by start, so only it is penalized
         parts = [guarded(idx[i : i + 1], x[i : i + 1]) for i in range(len(x))]
         return np.concatenate([v for v, _ in parts]), np.concatenate([g for _, g in parts])
@@ -85,7 +92,10 @@ def minimize(
             pgtol=limits.pgtol,
             factr=limits.factr,
         )
+    for i, x in failed_at.items():
+        if np.array_equal(xs[i], x):
+            fs[i] = np.inf
     return xs, np.where(np.isfinite(fs), fs, np.inf)
 
 
-__all__ = ["FAILED", "minimize"]
+__all__ = ["PENALTY", "minimize"]

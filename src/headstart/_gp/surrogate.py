@@ -24,7 +24,6 @@ import numpy as np
 
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._gp.exact import MATERN_FORM, fit_exact_gp
-from headstart._gp.fit import FAILED
 from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, HyperPrior
 from headstart._gp.model import ExactGP
@@ -112,11 +111,11 @@ class MaternGP:
         if not starts or default_refit_due(n, self._n_at_default_fit):
             starts.append(("default", self._initial_raw(d)))
         results = self._map(X, y, [raw for _, raw in starts])
-        if all(obj >= FAILED for obj, _ in results) and starts[-1][0] != "default":
+        if not any(np.isfinite(obj) for obj, _ in results) and starts[-1][0] != "default":
             starts.append(("default", self._initial_raw(d)))  # the warm fit failed: start over
             results += self._map(X, y, [starts[-1][1]])
         ok = [(obj, raw, kind) for (obj, raw), (kind, _) in zip(results, starts, strict=True)]
-        ok = [c for c in ok if c[0] < FAILED]
+        ok = [c for c in ok if np.isfinite(c[0])]
         if not ok:
             raise ModelFittingError("The GP hyperparameter fit failed from every start.")
         if any(kind == "default" for *_, kind in ok):
@@ -126,7 +125,7 @@ class MaternGP:
         return self._params, float(objective), kind == "warm"
 
     def _map(self, X: np.ndarray, y: np.ndarray, starts: list[np.ndarray]) -> list:
-        """``[(objective, raw)]`` of one MAP fit per start (objective ``FAILED`` if it failed)."""
+        """``[(objective, raw)]`` of one MAP fit per start (objective ``inf`` if it failed)."""
         k = len(starts)
         raw, objective = fit_exact_gp(
             [X] * k,
@@ -138,7 +137,7 @@ class MaternGP:
             deterministic=self.deterministic,
             per_datum=False,
             limits=MATERN_LIMITS,
-            on_error=FAILED,
+            penalize_failures=True,
         )
         return list(zip(objective, raw, strict=True))
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from headstart._gp.exact import fit_exact_gp
-from headstart._gp.fit import FAILED
 from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS
 from headstart._gp.hyperprior import META_HYPERPRIOR
 from headstart._gp.params import GPParams
@@ -59,7 +58,7 @@ def fit_se_gp(
         is_cat,
         starts,
         deterministic=deterministic,
-        on_error=FAILED,
+        penalize_failures=True,
     )
     return GPParams.from_raw(raw, SE_COORDS)
 

@@ -133,7 +133,7 @@ def fit_blr(
         value, grad = fun(x[0])
         return np.array([value]), grad[None, :]
 
-    xs, _ = minimize(batched, x0[None, :], np.asarray(bounds), on_error=None)
+    xs, _ = minimize(batched, x0[None, :], np.asarray(bounds), penalize_failures=False)
     theta = xs[0] if ard else np.concatenate([np.full(r, xs[0, 0]), xs[0, 1:]])
     return blr_at(theta, Phi, y)
 

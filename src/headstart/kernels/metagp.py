@@ -119,7 +119,7 @@ class SOTMetaGP:
         bounds = np.array(
             [[-10, 10], [-10, 10], [-10, 10], [-10, 10], [-10, 10], [-50, 50], [-15, 5]]
         )
-        x, f = minimize(fun, starts, bounds.astype(np.float64), on_error=None)
+        x, f = minimize(fun, starts, bounds.astype(np.float64), penalize_failures=False)
         best = x[int(np.argmin(f))] if np.isfinite(f).any() and f.min() < 1e24 else _INIT
         return cls(trees, g, n_dims, best, features)
 

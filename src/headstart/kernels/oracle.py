@@ -276,7 +276,7 @@ def fit_map(
         return np.where(bad, 1e25, -value), np.where(bad[:, None], 0.0, -grad)
 
     bounds = raw_bounds(tree, X.numpy())
-    x, f = minimize(fun, starts, bounds, limits=Limits(maxiter=maxiter), on_error=None)
+    x, f = minimize(fun, starts, bounds, limits=Limits(maxiter=maxiter), penalize_failures=False)
     fits = [(-float(fi), xi) for fi, xi in zip(f, x, strict=True) if np.isfinite(fi) and fi < 1e24]
     fits.sort(key=lambda fit: -fit[0])
     return fits
