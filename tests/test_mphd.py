@@ -382,7 +382,9 @@ def test_overlapping_mphd_studies_share_one_prior(tmp_path, backend):
     for i, (name, space) in enumerate(zip(sources, spaces, strict=True)):
         _fill(url, name, space, i)
     names = [f"mphd{i}-{tag}" for i in range(3)]
-    release_together(_create_and_run, lambda barrier, i: (url, names[i], sources, barrier), 3)
+    release_together(
+        _create_and_run, lambda barrier, i: (url, names[i], sources, barrier), 3, preloaded=True
+    )
     studies = [hs.load_study(n, url) for n in names]
     keys = {s._strategy.config.prior_model for s in studies}
     assert len(keys) == 1 and all(len(s.trials) == 3 for s in studies)
