@@ -33,6 +33,7 @@ from headstart._gp.hyperprior import (
     gamma_hyperprior,
 )
 from headstart._gp.kernels import MATERN52, SE
+from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams, unpack_raw
 from headstart.exceptions import ModelFittingError
 
@@ -277,6 +278,13 @@ def test_batched_posterior_matches_brute_force_and_its_gradient_autograd(kernel)
             dvar[m][:, num], scale**2 * g_v.numpy()[:, num], rtol=1e-6, atol=1e-9
         )
         assert (dmean[m][:, IS_CAT] == 0).all()
+        if kernel is MATERN52:  # the Matérn GP's numpy posterior: the same, hand-written again
+            exact = ExactGP(Xs[m], zs[m], IS_CAT, params.select(m))
+            e_mean, e_var, e_dmean, e_dvar = exact.posterior_and_grad(Xq)
+            np.testing.assert_allclose(e_mean, mu.detach().numpy(), rtol=1e-10)
+            np.testing.assert_allclose(e_var, v.detach().numpy(), rtol=1e-8, atol=1e-14)
+            np.testing.assert_allclose(e_dmean[:, num], g_mu.numpy()[:, num], rtol=1e-7, atol=1e-9)
+            np.testing.assert_allclose(e_dvar[:, num], g_v.numpy()[:, num], rtol=1e-6, atol=1e-9)
 
 
 def test_batched_posterior_json_round_trip_and_selection():

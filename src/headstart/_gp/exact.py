@@ -64,10 +64,12 @@ from headstart._gp.params import unpack_raw
 _BUCKET_RATIO = 1.25  # data sets whose sizes differ by less than this factor share a padded size
 _BUCKET_FLOOR = 16  # below this size padding costs nothing worth a separate batch
 _FIT_CHUNK_ELEMENTS = 1 << 18  # rows per objective call: ~2 MB of kernel matrices (cache-sized)
-# A bucket whose per-column differences hold at most this many numbers (32 MB) gets them
-# precomputed: r^2 is then one matmul per evaluation (small problems: the Matérn GP of GP-BO at
-# n = 30 costs 0.19 ms per evaluation instead of 0.36 ms). Larger ones use the feature maps.
-_DIFFS_ELEMENTS = 1 << 22
+# A bucket whose per-column differences hold at most this many numbers (1 MB) gets them
+# precomputed: r^2 is then one matmul per evaluation, in fewer operations than the feature
+# maps take. Measured (benchmarks/gp_gradient.py, docs/benchmarks/gp_gradient.md): the Matérn
+# GP at n = 25 in 0.24 ms per evaluation instead of 0.38; equal at n = 100; from 64 points x 64
+# GPs or 400 points on, the feature maps are faster (they stream less memory).
+_DIFFS_ELEMENTS = 1 << 17
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
