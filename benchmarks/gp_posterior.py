@@ -99,7 +99,7 @@ def main() -> None:
                     m,
                     _median_seconds(lambda Q=Q, gp=numpy_gp: gp.posterior_and_grad(Q)),
                     _median_seconds(lambda Q=Q, gp=batched: gp.moments(Q, grad=True)),
-                    _median_seconds(lambda Q=Q, X=X, y=y: autograd_posterior(X, y, params, Q)),
+                    _median_seconds(lambda Q=Q, X=X, y=y, p=params: autograd_posterior(X, y, p, Q)),
                     _median_seconds(lambda Q=Q, gp=numpy_gp: gp.posterior(Q)),
                     _median_seconds(lambda Q=Q, gp=batched: gp.moments(Q)),
                     gap,
