@@ -398,3 +398,32 @@ def test_storage_probe_script_smoke(tmp_path):
     rows = path.read_text().splitlines()
     assert rows[0].startswith("label,probe") and any("trials left running,0," in r for r in rows)
     assert "| stop | sqlite | trials run |" in (tmp_path / "p.md").read_text()
+
+
+def test_before_after_script_compares_two_runs(tmp_path):
+    module = benchmark_script("before_after")
+    for name, scale in (("before", 1.0), ("after", 0.5)):
+        run = tmp_path / name
+        run.mkdir()
+        for i in (1, 2):  # a repeated run counts once, at its median
+            (run / f"suggest_latency_{i}.csv").write_text(
+                f"n,headstart,optuna\n10,{scale * i},{0.3 * i}\n"
+            )
+        (run / "scaml_scaling.csv").write_text(
+            f"measure,M,method,seconds\nmeta_fit,16,headstart-batched,{4 * scale}\n"
+            "meta_fit,16,botorch,nan\n"
+        )
+    out = tmp_path / "cmp"
+    module.main([str(tmp_path / "before"), str(tmp_path / "after"), "--out", str(out),
+                 "--note", "A note."])  # fmt: skip
+    table = out.with_suffix(".md").read_text()
+    assert (
+        "| s / suggestion, Hartmann-6, n = 10 (median of 2 runs) | headstart | 1.5 | 0.75 | 0.500 |"
+        in table
+    )
+    assert (
+        "| s / suggestion, Hartmann-6, n = 10 (median of 2 runs) | optuna | 0.45 | 0.45 | 1.000 |"
+        in table
+    )
+    assert "| meta_fit (s), M = 16 | headstart-batched | 4 | 2 | 0.500 |" in table
+    assert "botorch" not in table and table.rstrip().endswith("A note.")
