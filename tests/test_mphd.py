@@ -33,11 +33,16 @@ def _gp_draws(rng, d, ell, n=40, m=2, kinds=None):
 
 
 def _map_objective(raw, Xs, ys, prior, is_cat):
-    """``sum_i -log p(y_i | theta) - log p(theta)`` of the Matérn GP at ``raw`` (Matérn coords)."""
-    raw = torch.as_tensor(np.asarray(raw, dtype=np.float64))[None]
+    """``sum_i -log p(y_i | theta) - log p(theta)`` of the Matérn GP at ``raw`` (Matérn coords):
+    a float, or one per row when ``raw`` is a ``G x (d + 2)`` batch of coordinates."""
+    batch = torch.as_tensor(np.asarray(raw, dtype=np.float64))
+    batch = batch.reshape(-1, batch.shape[-1])
     data = pad(Xs, ys)
-    nll = neg_log_lik(raw.expand(len(Xs), -1), data, is_cat, MATERN_FORM)
-    return float(nll.sum() - prior_and_grad(raw, prior, MATERN_COORDS)[0][0])
+    G, S = len(batch), len(Xs)  # every (row, data set) pair is one row of the likelihood
+    sets = data.rows(torch.arange(S).repeat(G))
+    nll = neg_log_lik(batch.repeat_interleave(S, 0), sets, is_cat, MATERN_FORM).reshape(G, S)
+    out = nll.sum(1).numpy() - prior_and_grad(batch.numpy(), prior, MATERN_COORDS)[0]
+    return float(out[0]) if np.ndim(raw) == 1 else out
 
 
 def _map_fit(Xs, ys, prior, start, **options):
@@ -151,11 +156,10 @@ def test_map_under_gamma_priors_matches_brute_force_on_1d():
     start = GPParams.from_values(ell, s, noise).to_raw(MATERN_COORDS, deterministic=True)[0]
     _, objective = _map_fit([X], [y], prior, start, deterministic=True, limits=Limits(pgtol=1e-8))
     is_cat = torch.zeros(1, dtype=torch.bool)
-    grid = [
-        _map_objective([lw, ls, -30.0], [X], [y], prior, is_cat)
-        for lw in np.linspace(-2, 6, 161)
-        for ls in np.linspace(-3, 3, 121)
-    ]
+    lw, ls = np.meshgrid(np.linspace(-2, 6, 161), np.linspace(-3, 3, 121))
+    grid = _map_objective(
+        np.column_stack([lw.ravel(), ls.ravel(), np.full(lw.size, -30.0)]), [X], [y], prior, is_cat
+    )
     assert objective <= min(grid) + 1e-6
     assert objective == pytest.approx(min(grid), abs=5e-3)
 

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from headstart.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -52,7 +55,7 @@ def test_python_blocks_then_cli_lines_run_as_written(tmp_path, monkeypatch):
     assert "headstart:params" in warm.trials[0].system_attrs  # modelled from the first trial
     assert (tmp_path / "headstart.db").exists() and (tmp_path / "report.html").exists()
 
-    env = {**os.environ, "HEADSTART_STORAGE": f"sqlite:///{tmp_path / 'headstart.db'}"}
+    storage = {"HEADSTART_STORAGE": f"sqlite:///{tmp_path / 'headstart.db'}"}
     lines = [
         line.split("#")[0].strip()
         for block in blocks("bash")
@@ -60,13 +63,24 @@ def test_python_blocks_then_cli_lines_run_as_written(tmp_path, monkeypatch):
         if line.startswith("headstart ")
     ]
     assert len(lines) >= 15
-    for line in lines:
-        args = shlex.split(line)
-        result = subprocess.run(
-            [HEADSTART, *args[1:]], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
-        assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
-        assert "no results for" not in result.stdout, line
+    # The first line through the installed console script; the others in this process (the
+    # same Typer app the script calls, without a fresh interpreter and torch import each).
+    first = subprocess.run(
+        [HEADSTART, *shlex.split(lines[0])[1:]],
+        cwd=tmp_path,
+        env={**os.environ, **storage},
+        capture_output=True,
+        text=True,
+    )
+    assert first.returncode == 0, f"{lines[0]}\n{first.stdout}\n{first.stderr}"
+    runner = CliRunner()
+    monkeypatch.setattr(sys, "path", list(sys.path))  # `headstart worker` puts the cwd first
+    monkeypatch.setitem(sys.modules, "train", None)  # ...and imports train.py from it
+    del sys.modules["train"]
+    for line in lines[1:]:
+        result = runner.invoke(app, shlex.split(line)[1:], env=storage)
+        assert result.exit_code == 0, f"{line}\n{result.output}\n{result.exception!r}"
+        assert "no results for" not in result.output, line
     assert (tmp_path / "airline.csv").read_text().startswith("year,passengers\n1949.0000,112")
 
 
