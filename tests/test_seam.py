@@ -169,3 +169,20 @@ def test_hyperprior_objects_match_scipy_and_round_trip_json():
         assert HyperPrior.from_json(json.loads(json.dumps(prior.to_json()))) == prior
     with pytest.raises(ValueError, match="Not a hyperprior"):
         HyperPrior.from_json({"kind": "wishart"})
+
+
+def test_every_module_sits_in_a_layer_of_the_import_contract():
+    """A new module or package of ``headstart`` is named in the layers contract of
+    ``pyproject.toml`` (import-linter checks only what the contract names)."""
+    import pkgutil
+    import tomllib
+    from pathlib import Path
+
+    root = Path(hs.__file__).parent
+    config = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    named = {m.strip() for layer in layers for m in layer.split("|")}
+    modules = {f"headstart.{m.name}" for m in pkgutil.iter_modules([str(root)])}
+    assert modules - named == set(), "add these to a layer in pyproject.toml"
+    assert named - modules == set(), "the contract names modules that do not exist"
