@@ -29,14 +29,13 @@ SPACE = {"params": {"x": {"type": "float", "low": 0.0, "high": 1.0}}}
 SHARED = [m for m in STORAGE_MODES if m != "sqlite-memory"]
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(
-            mode, marks=[pytest.mark.xdist_group("postgres")] if "postgres" in mode else []
-        )
-        for mode in SHARED
-    ]
-)
+def _modes(modes: list[str]) -> list:
+    """``modes`` as fixture params; PostgreSQL ones on the worker of every PostgreSQL test."""
+    group = [pytest.mark.xdist_group("postgres")]
+    return [pytest.param(mode, marks=group if "postgres" in mode else []) for mode in modes]
+
+
+@pytest.fixture(params=_modes(SHARED))
 def url(request, tmp_path):
     """An empty storage of every backend (:mod:`headstart.testing.storages`): the tests that
     take ``url`` are one suite, run on SQLite and on PostgreSQL."""
@@ -44,14 +43,7 @@ def url(request, tmp_path):
         yield fresh
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(
-            mode, marks=[pytest.mark.xdist_group("postgres")] if "postgres" in mode else []
-        )
-        for mode in STORAGE_MODES
-    ]
-)
+@pytest.fixture(params=_modes(STORAGE_MODES))
 def one_url(request, tmp_path):
     """An empty storage of every backend, in-memory included, for tests that open it once."""
     with fresh_url(request.param, tmp_path) as fresh:
