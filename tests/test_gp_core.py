@@ -208,7 +208,9 @@ def test_sets_sharing_a_gp_sum_their_likelihoods_and_runs_stay_independent(sizes
         Xs, ys, IS_CAT, starts, prior=FLAT_HYPERPRIOR, owner=np.array([0, 0, 1])
     )
     alone, _ = fit_exact_gp(Xs[2:], ys[2:], IS_CAT, starts[1:], prior=FLAT_HYPERPRIOR)
-    np.testing.assert_allclose(shared[1], alone[0], rtol=1e-9)
+    # The same run, summed in another order: equal up to where L-BFGS-B stops in a flat direction
+    # (the noise near its floor moves 4e-8 between AVX-512 and AVX2 kernels).
+    np.testing.assert_allclose(shared[1], alone[0], rtol=1e-6, atol=1e-6)
     total = neg_log_lik(
         torch.from_numpy(shared[:1]).expand(2, 5), pad(Xs[:2], ys[:2]), torch.from_numpy(IS_CAT)
     )
