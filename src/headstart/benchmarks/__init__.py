@@ -26,6 +26,7 @@ from headstart.benchmarks import (  # noqa: F401  (register the families)
     families,
     hpo_tables,
     prior_tasks,
+    real_tasks,
     sklearn_tasks,
 )
 from headstart.benchmarks.functions import TASKS, Task, TaskFamily, get_task, register_task

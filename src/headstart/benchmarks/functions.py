@@ -44,6 +44,9 @@ class Task:
             ``X`` encoded with ``space.encode``); empty for a plain task.
         noise_std: Standard deviation of the Gaussian noise added to what the optimisers observe.
             The recorded ``value``, ``best_value`` and ``regret`` stay noise-free.
+        observe: ``observe(params, rng) -> float``, what the optimisers observe instead of
+            ``objective(params)`` (e.g. one training seed's result where ``objective`` is the
+            mean over seeds); ``None``: the objective plus ``noise_std`` noise. Picklable.
 
     Example:
         >>> from headstart.benchmarks.functions import get_task
@@ -59,6 +62,7 @@ class Task:
     description: str = ""
     meta_tasks: tuple[MetaTask, ...] = ()
     noise_std: float = 0.0
+    observe: Callable[[Mapping[str, Any], np.random.Generator], float] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "meta_tasks", tuple(self.meta_tasks))

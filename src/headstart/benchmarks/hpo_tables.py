@@ -158,17 +158,26 @@ def load_table(bench: str, dataset: str) -> np.ndarray:
     Returns:
         A read-only array of shape ``(k_1, ..., k_d)`` (grid sizes of :data:`GRIDS`).
     """
+    values = load_seed_tables(bench, dataset).mean(axis=0)
+    values.setflags(write=False)
+    return values
+
+
+@cache
+def load_seed_tables(bench: str, dataset: str) -> np.ndarray:
+    r"""One table per training seed: shape ``(n_seeds, k_1, ..., k_d)``, same objective and
+    index order as :func:`load_table` (whose table is their mean over the first axis)."""
     if bench not in GRIDS:
         raise InvalidSettingError(f"bench must be 'fcnet' or 'mlp'; got {bench!r}.")
     cls = _benchmark_class(bench)
-    table = cls(dataset_name=dataset, seed=0)._dataset  # raw {index string: {metric: [per seed]}}
+    table = cls(dataset_name=dataset, seed=0)._dataset
     order = _table_key_order(bench, cls.search_space)
     metric = "val_loss" if bench == "fcnet" else "val_acc"
     keys = ("".join(map(str, key)) for key in itertools.product(*order))
-    values = np.array([table[key][metric] for key in keys], dtype=np.float64).mean(axis=1)
+    values = np.array([table[key][metric] for key in keys], dtype=np.float64).T
     if bench == "mlp":
         values = 1.0 - values
-    values = values.reshape([len(v) for v in GRIDS[bench].values()])
+    values = values.reshape([len(values), *[len(v) for v in GRIDS[bench].values()]])
     values.setflags(write=False)
     return values
 
@@ -298,6 +307,7 @@ __all__ = [
     "TableObjective",
     "TableSampler",
     "decode_indices",
+    "load_seed_tables",
     "load_table",
     "table_family",
     "table_space",

@@ -1,0 +1,217 @@
+r"""GP-BO on real tuning objectives against its peers: Bayesmark-style normalized scores and ranks.
+
+The tasks (:mod:`headstart.benchmarks.real_tasks`) are scikit-learn models cross-validated on
+bundled data sets (plateaus, heavy tails, integer steps; deterministic) and the FC-Net /
+HPOBench-MLP tables searched over natural log / integer / continuous ranges (plateaus, and one
+training seed's result per evaluation: real noise). They are split by data set into a
+*selection* half, where headstart's defaults are chosen, and a *confirmation* half, where they
+are reported (``--suite``).
+
+Every method runs every task for ``--seeds`` seeds at each budget of ``--budgets`` (separate runs:
+the initial design depends on the budget). Per task, trial and budget, Bayesmark's normalized
+score is ``1 - (best - opt) / (random - opt)``: ``opt`` the best value any run reached on the task,
+``random`` the mean over seeds of random search's best after as many trials; 0 is random search,
+1 the best seen. The ranks order the methods by their mean score over seeds on each task (1 =
+best), averaged over tasks. Resumable: run it again and finished jobs are skipped.
+
+Usage::
+
+    python benchmarks/real_objectives.py --suite selection   # docs/benchmarks/real_objectives_selection.*
+    python benchmarks/real_objectives.py --suite confirmation --seeds 10
+    python benchmarks/real_objectives.py --smoke             # 2 tasks, 2 seeds, budget 8, temp dir
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+DEFAULT_METHODS = "headstart-gp,optuna-gp,optuna-tpe,optuna-tpe-mv,headstart-random"
+RANDOM = "headstart-random"
+DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--suite", choices=["selection", "confirmation"], default="confirmation",
+                   help="Which half of the tasks (split by data set; see real_tasks).")  # fmt: skip
+    p.add_argument("--tasks", default=None, help="Comma-separated tasks instead of a suite.")
+    p.add_argument("--methods", default=DEFAULT_METHODS,
+                   help=f"Comma-separated methods; must include {RANDOM} (the score's baseline).")  # fmt: skip
+    p.add_argument("--seeds", default="10", help="A count N (0..N-1), a range A-B or a list.")
+    p.add_argument("--budgets", default="20,50", help="Comma-separated budgets (separate runs).")
+    p.add_argument("--workers", type=int, default=2, help="Worker processes (1 = inline).")
+    p.add_argument("--out", type=Path, default=None, help=f"Output directory (default {DOCS_DIR}).")
+    p.add_argument("--name", default=None, help="Base name (default real_objectives_<suite>).")
+    p.add_argument("--target", default="headstart-gp", help="The method the verdict is about.")
+    p.add_argument("--smoke", action="store_true",
+                   help="Quick check: 2 tasks, 2 seeds, budget 8, into --out or a temp dir.")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="No progress bar.")
+    return p
+
+
+def summarize(frame, target: str) -> tuple[str, dict]:
+    """The markdown tables (scores and ranks per budget, per-task scores, the verdict) and the
+    numbers behind the verdict."""
+    import numpy as np
+
+    budgets = sorted(frame["budget"].unique())
+    final = frame[frame["iteration"] == frame["budget"]]
+    per_task = final.groupby(["budget", "task", "method"])["score"].mean()
+    lines, verdict = [], {}
+    for budget in budgets:
+        scores = per_task.loc[budget].unstack("method")
+        ranks = scores.rank(axis=1, ascending=False)
+        se = final[final["budget"] == budget].groupby(["task", "method"])["score"].std()
+        n_seeds = final[final["budget"] == budget].groupby("method")["seed"].nunique()
+        lines += [f"### Budget {budget}", "",
+                  "| method | seeds / task | mean normalized score | mean rank | tasks best |",
+                  "|---|---:|---:|---:|---:|"]  # fmt: skip
+        order = scores.mean().sort_values(ascending=False).index
+        for m in order:
+            best = int((ranks[m] == 1).sum())
+            name = f"**{m}**" if m == target else m
+            lines.append(f"| {name} | {n_seeds[m]} | {scores[m].mean():.3f} | "
+                         f"{ranks[m].mean():.2f} | {best}/{len(scores)} |")  # fmt: skip
+        lines.append("")
+        verdict[budget] = {"score": scores.mean().to_dict(), "rank": ranks.mean().to_dict(),
+                           "tasks": len(scores), "se": se}  # fmt: skip
+    # per-task table at the largest budget
+    budget = budgets[-1]
+    scores = per_task.loc[budget].unstack("method")
+    methods = list(scores.mean().sort_values(ascending=False).index)
+    lines += [f"### Per task, budget {budget} (mean normalized score over seeds)", "",
+              "| task | " + " | ".join(methods) + " |",
+              "|---|" + "---:|" * len(methods)]  # fmt: skip
+    for task, row in scores.iterrows():
+        best = row.max()
+        cells = [f"**{row[m]:.2f}**" if np.isclose(row[m], best) else f"{row[m]:.2f}"
+                 for m in methods]  # fmt: skip
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines), verdict
+
+
+def verdict_text(verdict: dict, target: str, peers: list[str]) -> str:
+    """Whether ``target``'s mean score is at least every peer's at each budget, and its mean
+    rank first at the largest budget."""
+    out = ["### Targets", ""]
+    for budget, v in verdict.items():
+        mine = v["score"].get(target)
+        if mine is None:
+            continue
+        behind = [p for p in peers if p in v["score"] and v["score"][p] > mine]
+        out.append(
+            f"- Budget {budget}: {target} mean score {mine:.3f}; "
+            + (
+                "at least every peer's."
+                if not behind
+                else "behind " + ", ".join(f"{p} ({v['score'][p]:.3f})" for p in behind) + "."
+            )
+        )
+    last = max(verdict)
+    ranks = verdict[last]["rank"]
+    if target in ranks:
+        first = min(ranks, key=ranks.get)
+        out.append(f"- Mean rank at budget {last}: {target} {ranks[target]:.2f}; first: {first} "
+                   f"({ranks[first]:.2f}).")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def plot(frame, path: Path, target: str) -> Path:
+    """Mean normalized score and mean rank against the trial, one column per budget."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    budgets = sorted(frame["budget"].unique())
+    fig, axes = plt.subplots(2, len(budgets), figsize=(5.5 * len(budgets), 7), squeeze=False)
+    methods = sorted(frame["method"].unique())
+    colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    for j, budget in enumerate(budgets):
+        sub = frame[frame["budget"] == budget]
+        task_means = sub.groupby(["iteration", "task", "method"])["score"].mean().unstack("method")
+        ranks = task_means.rank(axis=1, ascending=False).groupby(level="iteration").mean()
+        means = task_means.groupby(level="iteration").mean()
+        for m in methods:
+            kw = {"color": colors[m], "lw": 2.4 if m == target else 1.3, "label": m}
+            axes[0, j].plot(means.index, means[m], **kw)
+            axes[1, j].plot(ranks.index, ranks[m], **kw)
+        axes[0, j].set_title(f"budget {budget}: mean normalized score")
+        axes[0, j].set_ylim(-0.5, 1.0)
+        axes[0, j].axhline(0.0, color="grey", lw=0.6)
+        axes[1, j].set_title(f"budget {budget}: mean rank over tasks (1 = best)")
+        axes[1, j].invert_yaxis()
+        axes[1, j].set_xlabel("trial")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and write the CSV, PNG and markdown; returns the exit code."""
+    args = _parser().parse_args(argv)
+    from rich.console import Console
+
+    from headstart.bench_cli import parse_seeds
+    from headstart.benchmarks.real_tasks import CONFIRMATION, SELECTION, normalized_scores
+    from headstart.benchmarks.runner import run_benchmark
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if RANDOM not in methods:
+        methods.append(RANDOM)
+    suite = SELECTION if args.suite == "selection" else CONFIRMATION
+    tasks = [t.strip() for t in args.tasks.split(",")] if args.tasks else list(suite)
+    seeds, budgets, out = (
+        parse_seeds(args.seeds),
+        [int(b) for b in args.budgets.split(",")],
+        args.out,
+    )
+    if args.smoke:
+        tasks = [t for t in tasks if t.startswith("sk-knn")][:1] + [
+            t for t in tasks if t.startswith("table-")
+        ][:1]
+        seeds, budgets = [0, 1], [8]
+        out = out or Path(tempfile.mkdtemp(prefix="real_objectives_smoke_"))
+    out = out or DOCS_DIR
+    name = args.name or f"real_objectives_{args.suite}"
+    csv_path = out / f"{name}.csv"
+    failed = 0
+    for budget in budgets:
+        run = run_benchmark(
+            methods, tasks, seeds, budget, csv_path, workers=args.workers, progress=not args.quiet
+        )
+        failed += len(run.failed)
+    frame = run.frame()
+    frame = frame[frame["method"].isin(methods) & frame["task"].isin(tasks)]
+    frame = normalized_scores(frame, RANDOM)
+    png = plot(frame, out / f"{name}.png", args.target)
+    text, verdict = summarize(frame, args.target)
+    peers = [m for m in methods if m not in (args.target, RANDOM)]
+    text += verdict_text(verdict, args.target, peers)
+    header = (
+        f"# Real objectives: {args.suite if not args.tasks else 'chosen'} tasks\n\n"
+        f"Generated by `python benchmarks/real_objectives.py --suite {args.suite}` "
+        f"({len(tasks)} tasks, seeds {seeds[0]}..{seeds[-1]}, budgets "
+        f"{', '.join(map(str, budgets))}). Normalized score: 1 - (best - opt) / (random - opt) "
+        "per task and trial, floored at -1 (opt: the best value any run reached; random: random search's mean "
+        "best after as many trials; 0 = random search, 1 = the best seen); rank: the methods "
+        "ordered by their mean score on each task (1 = best), averaged over tasks. Tasks: "
+        + ", ".join(tasks)
+        + f".\n\n![scores and ranks]({png.name})\n\n"
+    )
+    (out / f"{name}.md").write_text(header + text)
+    sys.stdout.write(text)
+    Console(stderr=True).print(
+        f"{failed} failed jobs. Wrote {csv_path}, {png} and {out / f'{name}.md'}."
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

