@@ -7,8 +7,9 @@ training seed's result per evaluation: real noise). They are split by data set i
 *selection* half, where headstart's defaults are chosen, and a *confirmation* half, where they
 are reported (``--suite``).
 
-Every method runs every task for ``--seeds`` seeds at each budget of ``--budgets`` (separate runs:
-the initial design depends on the budget). Per task, trial and budget, Bayesmark's normalized
+Every method runs every task for ``--seeds`` seeds at each budget of ``--budgets``: headstart in
+separate runs (its initial design depends on the budget), the peers and random search once at the
+largest budget, whose first trials are their runs at the smaller ones (:func:`budget_free`). Per task, trial and budget, Bayesmark's normalized
 score is ``1 - (best - opt) / (random - opt)``: ``opt`` the best value any run reached on the task,
 ``random`` the mean over seeds of random search's best after as many trials; 0 is random search,
 1 the best seen. The ranks order the methods by their mean score over seeds on each task (1 =
@@ -30,6 +31,7 @@ from pathlib import Path
 
 DEFAULT_METHODS = "headstart-gp,optuna-gp,optuna-tpe,optuna-tpe-mv,headstart-random"
 RANDOM = "headstart-random"
+BUDGET_FREE_PREFIXES = ("optuna-", "headstart-random")  # trials independent of the budget
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 
 
@@ -153,6 +155,29 @@ def plot(frame, path: Path, target: str) -> Path:
     return path
 
 
+def budget_free(method: str) -> bool:
+    """Whether ``method``'s trials do not depend on the budget it is given (the peers and random
+    search): its run at a smaller budget is the first trials of its run at the largest one.
+    headstart's initial design grows with the budget, so its runs are separate."""
+    return method.startswith(BUDGET_FREE_PREFIXES)
+
+
+def with_prefix_budgets(frame, budgets: list[int]):
+    """``frame`` with every budget-free method's smaller-budget runs taken as the first trials of
+    its largest-budget runs (its own smaller-budget rows, if any, are dropped)."""
+    import pandas as pd
+
+    largest = max(budgets)
+    free = frame["method"].map(budget_free)
+    parts = [frame[~free], frame[free & (frame["budget"] == largest)]]
+    for budget in budgets:
+        if budget != largest:
+            prefix = parts[1][parts[1]["iteration"] <= budget].copy()
+            prefix["budget"] = budget
+            parts.append(prefix)
+    return pd.concat(parts, ignore_index=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write the CSV, PNG and markdown; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -182,12 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"real_objectives_{args.suite}"
     csv_path = out / f"{name}.csv"
     failed = 0
-    for budget in budgets:
+    for budget in sorted(budgets, reverse=True):  # the largest first: the others reuse its runs
+        ran = methods if budget == max(budgets) else [m for m in methods if not budget_free(m)]
         run = run_benchmark(
-            methods, tasks, seeds, budget, csv_path, workers=args.workers, progress=not args.quiet
+            ran, tasks, seeds, budget, csv_path, workers=args.workers, progress=not args.quiet
         )
         failed += len(run.failed)
-    frame = run.frame()
+    frame = with_prefix_budgets(run.frame(), budgets)
     frame = frame[frame["method"].isin(methods) & frame["task"].isin(tasks)]
     frame = normalized_scores(frame, RANDOM)
     png = plot(frame, out / f"{name}.png", args.target)

@@ -109,3 +109,26 @@ def test_real_objectives_script_smoke(tmp_path):
     text = (tmp_path / "real_objectives_confirmation.md").read_text()
     assert "| **headstart-gp** | 2 |" in text and "### Targets" in text
     assert (tmp_path / "real_objectives_confirmation.png").stat().st_size > 10_000
+
+
+def test_peers_smaller_budget_runs_are_the_first_trials_of_their_largest_run():
+    module = benchmark_script("real_objectives")
+    rows = [
+        {
+            "method": m,
+            "task": "t",
+            "seed": 0,
+            "budget": b,
+            "iteration": i,
+            "value": float(i) if b == 5 else -1.0,
+        }
+        for m, b in [("optuna-tpe", 5), ("optuna-tpe", 3), ("headstart-gp", 5), ("headstart-gp", 3)]
+        for i in range(1, b + 1)
+    ]
+    frame = module.with_prefix_budgets(pd.DataFrame(rows), [3, 5])
+    tpe = frame[frame["method"] == "optuna-tpe"]
+    assert sorted(tpe.groupby("budget").size().items()) == [(3, 3), (5, 5)]
+    assert len(frame) == len(rows) and (tpe["value"] > 0).all()  # its own budget-3 run replaced
+    assert module.budget_free("headstart-random") and not module.budget_free("headstart-gp")
+    gp = frame[frame["method"] == "headstart-gp"]
+    assert sorted(gp.groupby("budget").size().items()) == [(3, 3), (5, 5)]
