@@ -178,6 +178,15 @@ def with_prefix_budgets(frame, budgets: list[int]):
     return pd.concat(parts, ignore_index=True)
 
 
+def every_method_finished(frame):
+    """The rows of the (task, seed, budget) runs that every method of ``frame`` finished, so a
+    partial run (the runner is resumable; seeds accumulate) compares methods on the same seeds."""
+    done = frame[frame["iteration"] == frame["budget"]]
+    counts = done.groupby(["task", "seed", "budget"])["method"].nunique()
+    keep = counts[counts == frame["method"].nunique()].index
+    return frame[frame.set_index(["task", "seed", "budget"]).index.isin(keep)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write the CSV, PNG and markdown; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -215,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         failed += len(run.failed)
     frame = with_prefix_budgets(run.frame(), budgets)
     frame = frame[frame["method"].isin(methods) & frame["task"].isin(tasks)]
+    frame = every_method_finished(frame)
     frame = normalized_scores(frame, RANDOM)
     png = plot(frame, out / f"{name}.png", args.target)
     text, verdict = summarize(frame, args.target)
@@ -227,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(map(str, budgets))}). Normalized score: 1 - (best - opt) / (random - opt) "
         "per task and trial, floored at -1 (opt: the best value any run reached; random: random search's mean "
         "best after as many trials; 0 = random search, 1 = the best seen); rank: the methods "
-        "ordered by their mean score on each task (1 = best), averaged over tasks. Tasks: "
+        "ordered by their mean score on each task (1 = best), averaged over tasks. Only the seeds "
+        "every method finished count; a task on which random search's mean already reaches the "
+        "best value seen has no score (nan) and enters no mean. Tasks: "
         + ", ".join(tasks)
         + f".\n\n![scores and ranks]({png.name})\n\n"
     )

@@ -132,3 +132,16 @@ def test_peers_smaller_budget_runs_are_the_first_trials_of_their_largest_run():
     assert module.budget_free("headstart-random") and not module.budget_free("headstart-gp")
     gp = frame[frame["method"] == "headstart-gp"]
     assert sorted(gp.groupby("budget").size().items()) == [(3, 3), (5, 5)]
+
+
+def test_a_partial_run_compares_methods_on_the_seeds_all_of_them_finished():
+    module = benchmark_script("real_objectives")
+    rows = [
+        {"method": m, "task": "t", "seed": s, "budget": 2, "iteration": i, "value": 1.0}
+        for m, seeds in [("a", (0, 1)), ("b", (0,))]
+        for s in seeds
+        for i in range(1, 3)
+    ]
+    rows.append({"method": "b", "task": "t", "seed": 1, "budget": 2, "iteration": 1, "value": 1.0})
+    kept = module.every_method_finished(pd.DataFrame(rows))
+    assert set(kept["seed"]) == {0} and len(kept) == 4
