@@ -109,6 +109,13 @@ def test_real_objectives_script_smoke(tmp_path):
     text = (tmp_path / "real_objectives_confirmation.md").read_text()
     assert "| **headstart-gp** | 2 |" in text and "### Targets" in text
     assert (tmp_path / "real_objectives_confirmation.png").stat().st_size > 10_000
+    csv = (tmp_path / "real_objectives_confirmation.csv").read_text()
+    (tmp_path / "real_objectives_confirmation.md").unlink()
+    again = ["--smoke", "--out", str(tmp_path), "--quiet", "--report-only",
+             "--methods", "headstart-gp,optuna-tpe"]  # fmt: skip
+    assert module.main(again) == 0
+    assert (tmp_path / "real_objectives_confirmation.csv").read_text() == csv  # nothing ran
+    assert "2 of 2 seeds per task" in (tmp_path / "real_objectives_confirmation.md").read_text()
 
 
 def test_peers_smaller_budget_runs_are_the_first_trials_of_their_largest_run():
