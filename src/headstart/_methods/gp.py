@@ -21,6 +21,7 @@ from headstart._methods.registry import (
 from headstart.exceptions import InvalidSettingError
 
 GP_HYPERPRIORS = ("optuna", "lognormal")  # headstart._gp.hyperprior.NAMED that suit GP-BO
+OUTPUT_WARPS = ("none", "yeo-johnson", "copula")  # headstart._gp.warping's (no torch import here)
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,15 @@ class GPOptions(MethodOptions):
             ``ea_steps`` (6).
         hyperprior: The Matérn GP's hyperprior: ``"optuna"`` (default; Optuna ``GPSampler``'s)
             or ``"lognormal"`` (Hvarfner et al. 2024's dimension-scaled log-normal, BoTorch's).
+        output_warp: How the Matérn GP maps the objective values before fitting, for heavy
+            tails: ``"none"`` (default; standardized), ``"yeo-johnson"`` (HEBO's power
+            transform) or ``"copula"`` (normal scores of the ranks).
     """
 
     kernel: str = "matern"
     kernel_search: dict | None = None
     hyperprior: str = "optuna"
+    output_warp: str = "none"
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str):
@@ -57,6 +62,15 @@ class GPOptions(MethodOptions):
         if self.hyperprior not in GP_HYPERPRIORS:
             raise InvalidSettingError(
                 f"hyperprior must be one of {GP_HYPERPRIORS}; got {self.hyperprior!r}."
+            )
+        if self.output_warp not in OUTPUT_WARPS:
+            raise InvalidSettingError(
+                f"output_warp must be one of {OUTPUT_WARPS}; got {self.output_warp!r}."
+            )
+        if self.output_warp != "none" and self.kernel != "matern":
+            raise InvalidSettingError(
+                f"output_warp={self.output_warp!r} is the Matérn GP's; kernel={self.kernel!r} "
+                "fits the standardized values."
             )
         if self.hyperprior != "optuna" and self.kernel != "matern":
             raise InvalidSettingError(
@@ -81,7 +95,12 @@ def build_gp(ctx: BuildContext):
         from headstart._gp.hyperprior import NAMED
 
         prior = NAMED[options.hyperprior]
-        return MaternGP(ctx.is_cat, deterministic=ctx.deterministic, hyperprior=prior)
+        return MaternGP(
+            ctx.is_cat,
+            deterministic=ctx.deterministic,
+            hyperprior=prior,
+            output_warp=options.output_warp,
+        )
     from headstart.kernels.settings import KernelSearchSettings
     from headstart.kernels.surrogate import GrammarKernelGP
 

@@ -260,6 +260,18 @@ def run_headstart_stackgp(task: Task, seed: int, budget: int) -> list[dict[str, 
 
 
 @dataclass(frozen=True)
+class GPVariant:
+    """headstart GP-BO at the library's defaults but for ``settings`` (ablations, issue 30)."""
+
+    settings: tuple[tuple[str, Any], ...]
+
+    def __call__(self, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+        return _run_headstart(
+            task, seed, budget, "gp", **{"deterministic": False, **dict(self.settings)}
+        )
+
+
+@dataclass(frozen=True)
 class TransferVariant:
     """A transfer method with its own acquisition settings (for the defaults study, issue 13)."""
 
@@ -670,6 +682,12 @@ for _suffix, _settings, _what in (
         f"headstart-scaml-{_suffix}",
         TransferVariant("scaml", tuple(_settings.items())),
         description=f"headstart ScaML-GP, {_what}",
+    )
+for _warp in ("yeo-johnson", "copula"):
+    register_method(
+        f"headstart-gp-{_warp}",
+        GPVariant((("output_warp", _warp),)),
+        description=f"headstart GP-BO at its defaults with output_warp={_warp!r} (issue 30)",
     )
 for _beta in (1, 2, 5, 10, 20, 50):
     register_method(
