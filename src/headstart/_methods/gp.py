@@ -40,7 +40,9 @@ class GPOptions(MethodOptions):
             or ``"lognormal"`` (Hvarfner et al. 2024's dimension-scaled log-normal, BoTorch's).
         output_warp: How the Matérn GP maps the objective values before fitting, for heavy
             tails: ``"none"`` (default; standardized), ``"yeo-johnson"`` (HEBO's power
-            transform) or ``"copula"`` (normal scores of the ranks).
+            transform) or ``"copula"`` (normal scores of the ranks). Off by default: on the
+            selection tables (``docs/benchmarks/real_objectives_warp.md``, 10 seeds) both helped
+            the heavy-tailed FC-Net slice and lost on the MLP tables.
     """
 
     kernel: str = "matern"
