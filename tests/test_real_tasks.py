@@ -109,12 +109,17 @@ def test_real_objectives_script_smoke(tmp_path):
     text = (tmp_path / "real_objectives_confirmation.md").read_text()
     assert "| **headstart-gp** | 2 |" in text and "### Targets" in text
     assert (tmp_path / "real_objectives_confirmation.png").stat().st_size > 10_000
-    csv = (tmp_path / "real_objectives_confirmation.csv").read_text()
+    csv_path = tmp_path / "real_objectives_confirmation.csv"
+    csv = csv_path.read_text()
     (tmp_path / "real_objectives_confirmation.md").unlink()
+    module.pack(csv_path)  # as committed: gzipped only
+    csv_path.unlink()
     again = ["--smoke", "--out", str(tmp_path), "--quiet", "--report-only",
              "--methods", "headstart-gp,optuna-tpe"]  # fmt: skip
     assert module.main(again) == 0
-    assert (tmp_path / "real_objectives_confirmation.csv").read_text() == csv  # nothing ran
+    assert csv_path.read_text() == csv  # unpacked, and nothing ran
+    packed = csv_path.with_name(csv_path.name + ".gz").read_bytes()
+    assert module.pack(csv_path).read_bytes() == packed  # byte-reproducible
     assert "2 of 2 seeds per task" in (tmp_path / "real_objectives_confirmation.md").read_text()
 
 
