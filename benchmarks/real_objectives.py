@@ -72,7 +72,6 @@ def summarize(frame, target: str) -> tuple[str, dict]:
     for budget in budgets:
         scores = per_task.loc[budget].unstack("method")
         ranks = scores.rank(axis=1, ascending=False)
-        se = final[final["budget"] == budget].groupby(["task", "method"])["score"].std()
         n_seeds = final[final["budget"] == budget].groupby("method")["seed"].nunique()
         lines += [f"### Budget {budget}", "",
                   "| method | seeds / task | mean normalized score | mean rank | tasks best |",
@@ -84,8 +83,7 @@ def summarize(frame, target: str) -> tuple[str, dict]:
             lines.append(f"| {name} | {n_seeds[m]} | {scores[m].mean():.3f} | "
                          f"{ranks[m].mean():.2f} | {best}/{len(scores)} |")  # fmt: skip
         lines.append("")
-        verdict[budget] = {"score": scores.mean().to_dict(), "rank": ranks.mean().to_dict(),
-                           "tasks": len(scores), "se": se}  # fmt: skip
+        verdict[budget] = {"score": scores.mean().to_dict(), "rank": ranks.mean().to_dict()}
     # per-task table at the largest budget
     budget = budgets[-1]
     scores = per_task.loc[budget].unstack("method")

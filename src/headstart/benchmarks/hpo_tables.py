@@ -170,7 +170,7 @@ def load_seed_tables(bench: str, dataset: str) -> np.ndarray:
     if bench not in GRIDS:
         raise InvalidSettingError(f"bench must be 'fcnet' or 'mlp'; got {bench!r}.")
     cls = _benchmark_class(bench)
-    table = cls(dataset_name=dataset, seed=0)._dataset
+    table = cls(dataset_name=dataset, seed=0)._dataset  # raw {index string: {metric: [per seed]}}
     order = _table_key_order(bench, cls.search_space)
     metric = "val_loss" if bench == "fcnet" else "val_acc"
     keys = ("".join(map(str, key)) for key in itertools.product(*order))
@@ -199,9 +199,12 @@ class TableObjective:
     bench: str
     dataset: str
 
+    def index(self, params: Mapping[str, Any]) -> tuple[int, ...]:
+        """The table entry ``params`` names (here the grid indices themselves)."""
+        return tuple(int(params[name]) for name in GRIDS[self.bench])
+
     def __call__(self, params: Mapping[str, Any]) -> float:
-        index = tuple(int(params[name]) for name in GRIDS[self.bench])
-        return float(load_table(self.bench, self.dataset)[index])
+        return float(load_table(self.bench, self.dataset)[self.index(params)])
 
 
 @dataclass(frozen=True)

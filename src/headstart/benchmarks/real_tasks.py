@@ -44,7 +44,7 @@ import numpy as np
 
 from headstart.benchmarks.functions import Task, TaskFamily, register_task
 from headstart.benchmarks.hpo_tables import DATASETS as TABLE_DATASETS
-from headstart.benchmarks.hpo_tables import GRIDS, load_seed_tables, load_table
+from headstart.benchmarks.hpo_tables import GRIDS, TableObjective, load_seed_tables, load_table
 from headstart.space import Categorical, Float, Int, SearchSpace
 
 N_FOLDS = 3
@@ -203,10 +203,16 @@ class SklearnObjective:
 _WORST = {"nll": 10.0, "err": 1.0, "mse": 10.0}
 
 
+def _concrete(model: str, dataset: str) -> str:
+    """``"linear"`` is the lasso on a regression data set and logistic regression otherwise."""
+    if model == "linear":
+        return "lasso" if dataset in REGRESSION else "logistic"
+    return model
+
+
 def sklearn_task(model: str, dataset: str, metric: str) -> Task:
     """The task ``sk-<model>-<dataset>-<metric>``."""
-    if model == "linear":
-        model = "lasso" if dataset in REGRESSION else "logistic"
+    model = _concrete(model, dataset)
     space = SPACES[model]
     return Task(
         f"sk-{model}-{dataset}-{metric}",
@@ -251,14 +257,12 @@ def nearest_entry(bench: str, params: Mapping[str, Any]) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class NaturalTableObjective:
-    r"""The seed-averaged table value at the entry nearest to ``params`` (what is recorded)."""
+class NaturalTableObjective(TableObjective):
+    r"""The seed-averaged table value at the entry nearest to ``params`` (what is recorded):
+    :class:`~headstart.benchmarks.hpo_tables.TableObjective` over natural values, not indices."""
 
-    bench: str
-    dataset: str
-
-    def __call__(self, params: Mapping[str, Any]) -> float:
-        return float(load_table(self.bench, self.dataset)[nearest_entry(self.bench, params)])
+    def index(self, params: Mapping[str, Any]) -> tuple[int, ...]:
+        return nearest_entry(self.bench, params)
 
 
 @dataclass(frozen=True)
@@ -339,8 +343,7 @@ TOO_COSTLY = {
 
 
 def _suite(data: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
-    names = [f"sk-{m if m != 'linear' else ('lasso' if d in REGRESSION else 'logistic')}-{d}-{k}"
-             for m, d, k in _sklearn_names(data["sklearn"])]  # fmt: skip
+    names = [f"sk-{_concrete(m, d)}-{d}-{k}" for m, d, k in _sklearn_names(data["sklearn"])]
     names += [f"table-fcnet-{d}" for d in data["fcnet"]]
     names += [f"table-mlp-{d}" for d in data["mlp"]]
     return tuple(n for n in names if n not in TOO_COSTLY)
