@@ -108,6 +108,7 @@ def _mphd(d, is_cat, tasks):
 
 BUILDERS = {
     "matern": lambda d, is_cat, tasks: MaternGP(is_cat),
+    "matern-warped": lambda d, is_cat, tasks: MaternGP(is_cat, input_warp="kumaraswamy"),
     "mphd": _mphd,
     "grammar": _grammar("SE[0] * SE[1]"),
     "grammar-auto": _grammar("auto"),
@@ -119,9 +120,17 @@ BUILDERS = {
     "ablr": _neural("ablr"),
     "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
 }
-CATEGORICAL = ("matern", "mphd", "scaml", "rgpe", "stackgp", "abrac")  # grammar: numeric-only
+CATEGORICAL = (
+    "matern",
+    "matern-warped",
+    "mphd",
+    "scaml",
+    "rgpe",
+    "stackgp",
+    "abrac",
+)  # grammar: numeric-only
 # posteriors that condition on pending points without a refit; the others use the constant liar
-FANTASIZING = {"matern", "mphd", "scaml", "abrac", "ablr", "ablr-sgd-fixed"}
+FANTASIZING = {"matern", "matern-warped", "mphd", "scaml", "abrac", "ablr", "ablr-sgd-fixed"}
 CASES = [*BUILDERS, *(f"{name}-cat" for name in CATEGORICAL)]
 
 # Real violations of the contract found by this suite (NaN posteriors from RGPE and StackGP, an

@@ -27,6 +27,13 @@ from headstart._engine.numerics import check_training_data
 from headstart._gp.exact import MATERN_FORM, fit_exact_gp
 from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, HyperPrior
+from headstart._gp.input_warping import (
+    WarpedPosterior,
+    fit_warped_gp,
+    identity_warp_raw,
+    split_raw,
+    warp_inputs,
+)
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
 from headstart._gp.warping import OUTPUT_WARPS, warp_targets
@@ -34,6 +41,7 @@ from headstart.exceptions import ModelFittingError
 
 DEFAULT_RESTART_EVERY = 5  # refit from defaults after at least this many new points ...
 DEFAULT_RESTART_GROWTH = 0.25  # ... and at least this share of the points at the last one
+INPUT_WARPS = ("none", "kumaraswamy")
 
 
 def default_refit_due(n: int, n_at_default_fit: int) -> bool:
@@ -68,6 +76,8 @@ class MaternGP:
         hyperprior: The hyperprior object (:class:`headstart._gp.hyperprior.HyperPrior`).
         output_warp: How the targets are mapped before the fit (:mod:`headstart._gp.warping`):
             ``"none"`` (standardized), ``"yeo-johnson"`` or ``"copula"``.
+        input_warp: ``"none"`` or ``"kumaraswamy"``: every numeric column through a learned
+            Kumaraswamy CDF, fitted jointly by MAP (:mod:`headstart._gp.input_warping`).
     """
 
     informative_prior = False
@@ -79,9 +89,14 @@ class MaternGP:
         deterministic: bool = False,
         hyperprior: HyperPrior = DEFAULT_HYPERPRIOR,
         output_warp: str = "none",
+        input_warp: str = "none",
     ) -> None:
         if output_warp not in OUTPUT_WARPS:
             raise ValueError(f"output_warp must be one of {OUTPUT_WARPS}; got {output_warp!r}.")
+        if input_warp not in INPUT_WARPS:
+            raise ValueError(f"input_warp must be one of {INPUT_WARPS}; got {input_warp!r}.")
+        self.input_warp = input_warp
+        self._warp_raw: np.ndarray | None = None
         self.output_warp = output_warp
         self.is_cat = np.asarray(is_cat, dtype=bool)
         self.deterministic = deterministic
@@ -90,14 +105,29 @@ class MaternGP:
         self._n_at_default_fit = 0
         self.last_fit: FitSummary | None = None
 
+    @property
+    def warped_cols(self) -> np.ndarray:
+        """The columns the input warp maps (none without one)."""
+        if self.input_warp == "none":
+            return np.zeros(0, dtype=np.intp)
+        return np.flatnonzero(~self.is_cat)
+
     def condition(
         self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator
-    ) -> tuple[ExactGP, np.ndarray]:
-        """Standardize (and warp), fit (warm-started MAP) and return ``(ExactGP, model y)``."""
+    ) -> tuple[ExactGP | WarpedPosterior, np.ndarray]:
+        """Standardize (and warp), fit (warm-started MAP) and return ``(posterior, model y)``."""
         check_training_data(train_X, train_y)
         y = warp_targets(train_y, self.output_warp)
-        params, objective, warm = self._fit(np.asarray(train_X, dtype=np.float64), y)
-        gp = ExactGP(train_X, y, self.is_cat, params)
+        train_X = np.asarray(train_X, dtype=np.float64)
+        params, objective, warm = self._fit(train_X, y)
+        if self.input_warp == "none":
+            gp = ExactGP(train_X, y, self.is_cat, params)
+        else:
+            k = len(self.warped_cols)
+            a, b = np.exp(self._warp_raw[:k]), np.exp(self._warp_raw[k:])
+            cols = self.warped_cols
+            warped = ExactGP(warp_inputs(train_X, cols, a, b), y, self.is_cat, params)
+            gp = WarpedPosterior(warped, cols, a, b)
         self.last_fit = FitSummary(
             lengthscales=params.lengthscales[0],
             outputscale=float(params.outputscale[0]),
@@ -114,13 +144,13 @@ class MaternGP:
         L-BFGS-B call, each start its own run); the lower objective wins."""
         n, d = X.shape
         starts = []
-        if self._params is not None and self._params.inv_sq_lengthscales.shape[1] == d:
-            starts.append(("warm", self._params.to_raw(MATERN_COORDS)[0]))
+        if self._warm_start_ok(d):
+            starts.append(("warm", self._start("warm", d)))
         if not starts or default_refit_due(n, self._n_at_default_fit):
-            starts.append(("default", self._initial_raw(d)))
+            starts.append(("default", self._start("default", d)))
         results = self._map(X, y, [raw for _, raw in starts])
         if not any(np.isfinite(obj) for obj, _ in results) and starts[-1][0] != "default":
-            starts.append(("default", self._initial_raw(d)))  # the warm fit failed: start over
+            starts.append(("default", self._start("default", d)))  # the warm fit failed
             results += self._map(X, y, [starts[-1][1]])
         ok = [(obj, raw, kind) for (obj, raw), (kind, _) in zip(results, starts, strict=True)]
         ok = [c for c in ok if np.isfinite(c[0])]
@@ -129,12 +159,36 @@ class MaternGP:
         if any(kind == "default" for *_, kind in ok):
             self._n_at_default_fit = n
         objective, raw, kind = min(ok, key=lambda c: c[0])
-        self._params = GPParams.from_raw(raw, MATERN_COORDS)
+        if self.input_warp == "none":
+            self._params = GPParams.from_raw(raw, MATERN_COORDS)
+        else:
+            self._params = split_raw(raw, d)[0]
+            self._warp_raw = np.asarray(raw[d + 2 :], dtype=np.float64)
         return self._params, float(objective), kind == "warm"
+
+    def _warm_start_ok(self, d: int) -> bool:
+        if self._params is None or self._params.inv_sq_lengthscales.shape[1] != d:
+            return False
+        k = len(self.warped_cols)
+        return k == 0 or (self._warp_raw is not None and len(self._warp_raw) == 2 * k)
+
+    def _start(self, kind: str, d: int) -> np.ndarray:
+        """The previous fit (``"warm"``) or the hyperprior's start and the identity warp."""
+        if kind == "warm":
+            base, warp = self._params.to_raw(MATERN_COORDS)[0], self._warp_raw
+        else:
+            base, warp = self._initial_raw(d), identity_warp_raw(len(self.warped_cols))
+        return base if self.input_warp == "none" else np.concatenate([base, warp])
 
     def _map(self, X: np.ndarray, y: np.ndarray, starts: list[np.ndarray]) -> list:
         """``[(objective, raw)]`` of one MAP fit per start (objective ``inf`` if it failed)."""
         k = len(starts)
+        if self.input_warp != "none":
+            raw, objective = fit_warped_gp(
+                X, y, self.is_cat, np.stack(starts), self.hyperprior,
+                deterministic=self.deterministic,
+            )  # fmt: skip
+            return list(zip(objective, raw, strict=True))
         raw, objective = fit_exact_gp(
             [X] * k,
             [y] * k,
@@ -158,7 +212,10 @@ class MaternGP:
         if self._params is None:
             return {}
         raw = self._params.to_raw(MATERN_COORDS)[0]
-        return {"raw": raw.tolist(), "n_at_default_fit": self._n_at_default_fit}
+        state = {"raw": raw.tolist(), "n_at_default_fit": self._n_at_default_fit}
+        if self._warp_raw is not None:
+            state["warp_raw"] = self._warp_raw.tolist()
+        return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state`; a damaged one (non-numbers, log-parameters beyond +-50, i.e.
@@ -170,17 +227,30 @@ class MaternGP:
                 raise ValueError(f"GP state holds log-parameters {raw.tolist()} (need |x| <= 50)")
             self._params = GPParams.from_raw(raw, MATERN_COORDS)
             self._n_at_default_fit = int(state.get("n_at_default_fit", 0))
+        warp = state.get("warp_raw")
+        if warp is not None and len(warp) == 2 * len(self.warped_cols):
+            warp = np.asarray(warp, dtype=np.float64)
+            if not (np.isfinite(warp).all() and np.abs(warp).max() <= 50.0):
+                raise ValueError(f"GP state holds warp parameters {warp.tolist()} (need |x| <= 50)")
+            self._warp_raw = warp
 
     def diagnostics(self) -> dict[str, Any]:
         """The last :class:`FitSummary` as a dict (empty before the first fit), and the
         hyperprior's JSON form under ``"hyperprior"``."""
         fit = {} if self.last_fit is None else asdict(self.last_fit)
-        return {**fit, "hyperprior": self.hyperprior.to_json()}
+        out = {**fit, "hyperprior": self.hyperprior.to_json()}
+        if self._warp_raw is not None:
+            k = len(self.warped_cols)
+            out["warp"] = {"columns": self.warped_cols.tolist(),
+                           "a": np.exp(self._warp_raw[:k]).tolist(),
+                           "b": np.exp(self._warp_raw[k:]).tolist()}  # fmt: skip
+        return out
 
 
 __all__ = [
     "DEFAULT_RESTART_EVERY",
     "DEFAULT_RESTART_GROWTH",
+    "INPUT_WARPS",
     "FitSummary",
     "MaternGP",
     "default_refit_due",

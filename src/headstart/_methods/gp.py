@@ -22,6 +22,7 @@ from headstart.exceptions import InvalidSettingError
 
 GP_HYPERPRIORS = ("optuna", "lognormal")  # headstart._gp.hyperprior.NAMED that suit GP-BO
 OUTPUT_WARPS = ("none", "yeo-johnson", "copula")  # headstart._gp.warping's (no torch import here)
+INPUT_WARPS = ("none", "kumaraswamy")  # headstart._gp.surrogate's
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,16 @@ class GPOptions(MethodOptions):
             transform) or ``"copula"`` (normal scores of the ranks). Off by default: on the
             selection tables (``docs/benchmarks/real_objectives_warp.md``, 10 seeds) both helped
             the heavy-tailed FC-Net slice and lost on the MLP tables.
+        input_warp: ``"none"`` (default) or ``"kumaraswamy"``: every numeric parameter through
+            a Kumaraswamy CDF learned with the GP (Snoek et al. 2014; HEBO, BoTorch's ``Warp``),
+            for parameters whose effect is concentrated at one end of their range.
     """
 
     kernel: str = "matern"
     kernel_search: dict | None = None
     hyperprior: str = "optuna"
     output_warp: str = "none"
+    input_warp: str = "none"
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str):
@@ -69,11 +74,16 @@ class GPOptions(MethodOptions):
             raise InvalidSettingError(
                 f"output_warp must be one of {OUTPUT_WARPS}; got {self.output_warp!r}."
             )
-        if self.output_warp != "none" and self.kernel != "matern":
+        if self.input_warp not in INPUT_WARPS:
             raise InvalidSettingError(
-                f"output_warp={self.output_warp!r} is the Matérn GP's; kernel={self.kernel!r} "
-                "fits the standardized values."
+                f"input_warp must be one of {INPUT_WARPS}; got {self.input_warp!r}."
             )
+        for name in ("output_warp", "input_warp"):
+            if getattr(self, name) != "none" and self.kernel != "matern":
+                raise InvalidSettingError(
+                    f"{name}={getattr(self, name)!r} is the Matérn GP's; kernel={self.kernel!r} "
+                    "fits its own kernel on the standardized values."
+                )
         if self.hyperprior != "optuna" and self.kernel != "matern":
             raise InvalidSettingError(
                 f"hyperprior={self.hyperprior!r} is the Matérn GP's; kernel={self.kernel!r} "
@@ -102,6 +112,7 @@ def build_gp(ctx: BuildContext):
             deterministic=ctx.deterministic,
             hyperprior=prior,
             output_warp=options.output_warp,
+            input_warp=options.input_warp,
         )
     from headstart.kernels.settings import KernelSearchSettings
     from headstart.kernels.surrogate import GrammarKernelGP

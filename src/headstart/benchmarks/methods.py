@@ -691,6 +691,11 @@ for _warp in ("yeo-johnson", "copula"):
         GPVariant((("output_warp", _warp),)),
         description=f"headstart GP-BO at its defaults with output_warp={_warp!r} (issue 30)",
     )
+register_method(
+    "headstart-gp-kumaraswamy",
+    GPVariant((("input_warp", "kumaraswamy"),)),
+    description="headstart GP-BO at its defaults with input_warp='kumaraswamy' (issue 30)",
+)
 for _beta in (1, 2, 5, 10, 20, 50):
     register_method(
         f"headstart-pibo-beta{_beta}",
