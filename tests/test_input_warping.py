@@ -9,6 +9,8 @@ from scipy import stats
 
 import headstart as hs
 from headstart._gp import MaternGP
+from headstart._gp.exact import prior_and_grad
+from headstart._gp.fit_settings import MATERN_COORDS
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR
 from headstart._gp.input_warping import (
     EPS,
@@ -20,8 +22,6 @@ from headstart._gp.input_warping import (
 )
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
-from headstart._gp.fit_settings import MATERN_COORDS
-from headstart._gp.exact import prior_and_grad
 from headstart.exceptions import InvalidSettingError
 
 X_GRID = np.linspace(0.0, 1.0, 41)

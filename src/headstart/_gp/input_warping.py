@@ -27,9 +27,8 @@ with ``d/dx = d/dw * w'(x)`` for the acquisition search.
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 import numpy as np
 import scipy.linalg
