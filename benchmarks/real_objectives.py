@@ -210,30 +210,6 @@ def command_line(argv: list[str] | None) -> str:
     return shlex.join(["python", "benchmarks/real_objectives.py", *kept])
 
 
-def unpack(csv_path: Path) -> bool:
-    """Decompress ``<csv_path>.gz`` to ``csv_path`` when only the former exists (the committed
-    results are gzipped: 1.3 MB instead of 7.7); whether it did."""
-    import gzip
-    import shutil
-
-    packed = csv_path.with_name(csv_path.name + ".gz")
-    if csv_path.exists() or not packed.exists():
-        return False
-    with gzip.open(packed, "rb") as src, open(csv_path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return True
-
-
-def pack(csv_path: Path) -> Path:
-    """Write ``<csv_path>.gz`` (byte-reproducible: no name or time in the header)."""
-    import gzip
-
-    packed = csv_path.with_name(csv_path.name + ".gz")
-    with open(packed, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as dst:
-        dst.write(csv_path.read_bytes())
-    return packed
-
-
 def seed_counts(frame, asked: int) -> str:
     """How many seeds every method finished per task, for the report's header."""
     final = frame[frame["iteration"] == frame["budget"]]
@@ -251,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from headstart.bench_cli import parse_seeds
+    from headstart.benchmarks.csvlog import pack, unpack
     from headstart.benchmarks.real_tasks import CONFIRMATION, SELECTION, normalized_scores
     from headstart.benchmarks.runner import read_results, run_benchmark
 

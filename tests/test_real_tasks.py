@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from headstart.benchmarks import get_task
+from headstart.benchmarks.csvlog import pack
 from headstart.benchmarks.methods import _Recorder
 from headstart.benchmarks.real_tasks import (
     CONFIRMATION,
@@ -112,14 +113,14 @@ def test_real_objectives_script_smoke(tmp_path):
     csv_path = tmp_path / "real_objectives_confirmation.csv"
     csv = csv_path.read_text()
     (tmp_path / "real_objectives_confirmation.md").unlink()
-    module.pack(csv_path)  # as committed: gzipped only
+    pack(csv_path)  # as committed: gzipped only
     csv_path.unlink()
     again = ["--smoke", "--out", str(tmp_path), "--quiet", "--report-only",
              "--methods", "headstart-gp,optuna-tpe"]  # fmt: skip
     assert module.main(again) == 0
     assert csv_path.read_text() == csv  # unpacked, and nothing ran
     packed = csv_path.with_name(csv_path.name + ".gz").read_bytes()
-    assert module.pack(csv_path).read_bytes() == packed  # byte-reproducible
+    assert pack(csv_path).read_bytes() == packed  # byte-reproducible
     assert "2 of 2 seeds per task" in (tmp_path / "real_objectives_confirmation.md").read_text()
 
 

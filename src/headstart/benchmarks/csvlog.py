@@ -29,4 +29,28 @@ def append_row(path: str | Path, fields: Sequence[str], row: Mapping[str, Any]) 
     return {k: str(v) for k, v in row.items()}
 
 
-__all__ = ["append_row", "read_rows"]
+def unpack(csv_path: Path) -> bool:
+    """Decompress ``<csv_path>.gz`` to ``csv_path`` when only the former exists (committed
+    results are gzipped: 1.3 MB instead of 7.7 for the real-objective suite); whether it did."""
+    import gzip
+    import shutil
+
+    packed = csv_path.with_name(csv_path.name + ".gz")
+    if csv_path.exists() or not packed.exists():
+        return False
+    with gzip.open(packed, "rb") as src, open(csv_path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return True
+
+
+def pack(csv_path: Path) -> Path:
+    """Write ``<csv_path>.gz`` (byte-reproducible: no name or time in the header)."""
+    import gzip
+
+    packed = csv_path.with_name(csv_path.name + ".gz")
+    with open(packed, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as dst:
+        dst.write(csv_path.read_bytes())
+    return packed
+
+
+__all__ = ["append_row", "pack", "read_rows", "unpack"]
