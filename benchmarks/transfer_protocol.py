@@ -37,12 +37,26 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-LEGACY = (
-    "branin-m8,hartmann3-m8,hartmann6-m8,branin-m1,branin-m2,branin-m4,hartmann6-m1,"
-    "hartmann6-m2,hartmann6-m4,fcnet-protein,fcnet-slice,hpobench-mlp-car,hpobench-mlp-kc1,"
-    "fcnet-protein-s1,hpobench-mlp-car-s1,hpobench-mlp-car-s2,sklearn-hgb-breast-cancer,"
-    "sklearn-hgb-wine"
-).split(",")
+LEGACY = [
+    "branin-m8",
+    "hartmann3-m8",
+    "hartmann6-m8",
+    "branin-m1",
+    "branin-m2",
+    "branin-m4",
+    "hartmann6-m1",
+    "hartmann6-m2",
+    "hartmann6-m4",
+    "fcnet-protein",
+    "fcnet-slice",
+    "hpobench-mlp-car",
+    "hpobench-mlp-kc1",
+    "fcnet-protein-s1",
+    "hpobench-mlp-car-s1",
+    "hpobench-mlp-car-s2",
+    "sklearn-hgb-breast-cancer",
+    "sklearn-hgb-wine",
+]
 METHODS = "headstart-scaml-default,headstart-scaml,headstart-warmstart,headstart-gp"
 TARGET = "headstart-scaml-default"
 WARM, GP = "headstart-warmstart", "headstart-gp"
@@ -140,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("HEADSTART_SKLEARN_CACHE", str(DOCS / "sklearn_cache.jsonl"))
     from headstart.benchmarks import get_task
-    from headstart.benchmarks.functions import resolve
     from headstart.benchmarks.csvlog import pack, unpack
+    from headstart.benchmarks.functions import resolve
     from headstart.benchmarks.report import regret_plot
     from headstart.benchmarks.runner import read_results
     from headstart.benchmarks.suite import run_suite
@@ -194,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *table,
             "",
-        ]  # fmt: skip
+        ]
     )
     (args.out / f"{name}.md").write_text(text)
     sys.stdout.write("\n".join(verdicts(summary, args.target, n_sources)) + "\n")

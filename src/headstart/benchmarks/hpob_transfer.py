@@ -134,9 +134,9 @@ def register_hpob_transfer_families(few: int = 2) -> list[str]:
 
 __all__ = [
     "CONFIRMATION_SPACES",
+    "SELECTION_SPACES",
     "HpobTransferSampler",
     "NormalizedPool",
-    "SELECTION_SPACES",
     "hpob_transfer_family",
     "register_hpob_transfer_families",
 ]
