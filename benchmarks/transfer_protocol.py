@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
+    p.add_argument("--name", default=None, help="Base name (default transfer_protocol_<suite>).")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     os.environ.setdefault("HEADSTART_SKLEARN_CACHE", str(DOCS / "sklearn_cache.jsonl"))
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = suite_tasks(args.suite, not args.no_legacy)  # registers the HPO-B families
     tasks = args.tasks.split(",") if args.tasks else tasks
     methods = [m for m in args.methods.split(",") if m]
-    name = f"transfer_protocol_{args.suite}"
+    name = args.name or f"transfer_protocol_{args.suite}"
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"{name}.csv"
     unpack(csv_path)

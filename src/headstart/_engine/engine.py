@@ -240,7 +240,7 @@ class BOEngine:
                 else:  # the constant liar, refitted on the data plus the pending points
                     X_all, y_all = self._with_pending(X, y, P, liar)
                     crit, y_all = self._criterion(X_all, y_all, prior, rng)
-                x = self._space.snap(self._maximize(crit, X_all, y_all, rng)[None, :])
+                x = self._space.snap(self._maximize(crit, X_all, y_all, rng, ties=y)[None, :])
                 points.append(x[0])
                 P, own = np.concatenate([P, x]), np.append(own, True)
         if self._reuse is not None:
@@ -283,7 +283,11 @@ class BOEngine:
         crit = self._make_criterion(posterior.fantasize(P, values), y_model, prior, pending=True)
         return np.concatenate([X, P]), crit, np.concatenate([y_model, values])
 
-    def _maximize(self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng) -> np.ndarray:
+    def _maximize(
+        self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng, ties: np.ndarray
+    ) -> np.ndarray:
+        """The criterion's maximizer; ``ties``: the completed trials' values (the first rows of
+        ``X``), whose exact ties exclude their neighbourhoods (``optimize.tie_radii``)."""
         if self.acquisition == "ts" and len(y):
             return thompson_sample(criterion.posterior, self._space, X, y, rng, criterion)
         if self.first_rule == "candidates" and not len(X):  # the first trial: a known winner
@@ -293,7 +297,9 @@ class BOEngine:
         if ell is None:
             ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
         ell = np.asarray(ell, dtype=float)
-        return optimize_criterion(criterion, self._space, X, y, rng, ell, self.candidates)
+        return optimize_criterion(
+            criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties
+        )
 
     def criterion(
         self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None = None

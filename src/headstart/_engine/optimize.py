@@ -23,7 +23,12 @@ The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implem
    columns).
 4. **Selection.** The best point among local-search results and screened points that does not
    duplicate a training row (re-evaluating a deterministic objective is wasted), falling back to
-   the overall best if every candidate is a duplicate.
+   the overall best if every candidate is a duplicate. On a plateau the objective is the same
+   over a region, so a point *near* an evaluated one repeats it too: two evaluated points with
+   exactly the same value show that the objective is flat at least over the distance between
+   them, and a candidate closer than that (:func:`tie_radii`, at most :data:`TIE_RADIUS_MAX`)
+   to either counts as their duplicate -- the resolution of the objective there, where the
+   model expects no gain it can observe (issue 31).
 
 Thompson sampling (:func:`thompson_sample`) instead draws one joint posterior sample on a
 candidate set (Sobol points plus perturbations of the best training points) and takes its argmax.
@@ -53,6 +58,7 @@ TS_N_SOBOL = 1024  # Thompson sampling candidates: Sobol points ...
 TS_N_LOCAL = 256  # ... plus perturbations of the best training points
 TS_N_TOP = 5
 TS_PERTURB_SD = 0.05
+TIE_RADIUS_MAX = 0.25  # a tie's exclusion ball never exceeds this (unit cube, Euclidean)
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,7 @@ def optimize_criterion(
     rng: np.random.Generator,
     lengthscales: np.ndarray,
     candidates: np.ndarray | None = None,
+    tie_values: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Maximize ``criterion`` over the mixed unit cube (steps 1-4 of the module docstring).
 
@@ -165,6 +172,9 @@ def optimize_criterion(
         lengthscales: ``d`` fitted lengthscales (preconditioning).
         candidates: ``c x d`` points screened besides the Sobol points (for transfer: the
             sources' best configurations), on their grids; or ``None``.
+        tie_values: The observed values of the first ``len(tie_values)`` rows of ``train_X``
+            (the completed trials, not fantasies), whose exact ties set exclusion balls
+            (:func:`tie_radii`); ``None``: exact duplicates only.
 
     Returns:
         ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
@@ -230,7 +240,8 @@ def optimize_criterion(
 
     all_X = np.concatenate([X, pool])
     all_F = np.concatenate([F, pool_values])
-    return _best_non_duplicate(all_X, all_F, train_X, separation(criterion.posterior))
+    radii = None if tie_values is None else tie_radii(train_X[: len(tie_values)], tie_values)
+    return _best_non_duplicate(all_X, all_F, train_X, separation(criterion.posterior), radii)
 
 
 def screening_points(
@@ -253,13 +264,50 @@ def separation(posterior: Posterior) -> float:
     return max(float(getattr(posterior, "min_separation", 0.0)), 1e-12)
 
 
+def tie_radii(X: np.ndarray, y: np.ndarray, cap: float | None = None) -> np.ndarray:
+    """Per evaluated point (``n x d``, values ``n``), the distance to its nearest other evaluated
+    point of exactly the same value, at most ``cap`` (default :data:`TIE_RADIUS_MAX`; 0 turns
+    the rule off); 0 where no other point ties with it.
+
+    A tie at distance ``r`` is evidence that the objective is flat over ``r`` there (a plateau,
+    or a pool or table scored at its nearest entry)."""
+    cap = TIE_RADIUS_MAX if cap is None else cap
+    n = len(y)
+    radii = np.zeros(n)
+    if n < 2 or cap <= 0:
+        return radii
+    same = (y[:, None] == y[None, :]) & ~np.eye(n, dtype=bool)
+    if not same.any():
+        return radii
+    dist = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    nearest = np.where(same, dist, np.inf).min(1)
+    tied = np.isfinite(nearest)
+    radii[tied] = np.minimum(nearest[tied], cap)
+    return radii
+
+
+def within_radii(X: np.ndarray, centres: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """Whether each row of ``X`` lies strictly inside a ball ``(centres[i], radii[i])``."""
+    keep = radii > 0
+    if not keep.any():
+        return np.zeros(len(X), dtype=bool)
+    C, r = centres[keep], radii[keep]
+    return (((X[:, None, :] - C[None]) ** 2).sum(-1) < r * r).any(-1)
+
+
 def _best_non_duplicate(
-    X: np.ndarray, values: np.ndarray, train_X: np.ndarray, atol: float = 1e-12
+    X: np.ndarray,
+    values: np.ndarray,
+    train_X: np.ndarray,
+    atol: float = 1e-12,
+    radii: np.ndarray | None = None,
 ) -> np.ndarray:
     order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
     for start in range(0, len(order), 256):
         block = order[start : start + 256]
         dup = is_duplicate(X[block], train_X, atol)
+        if radii is not None:
+            dup |= within_radii(X[block], train_X[: len(radii)], radii)
         if not dup.all():
             return X[block[int(np.argmin(dup))]].copy()
     return X[order[0]].copy()
