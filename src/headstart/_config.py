@@ -54,6 +54,8 @@ class StudyConfig:
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"`` (``None``: the
             method's default, resolved by :meth:`resolved`).
         deterministic: The objective is noise-free.
+        plateau_rule: Exact ties between evaluated points exclude their neighbourhoods from
+            the acquisition search (:func:`headstart._engine.optimize.tie_radii`).
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
         first_trial: Transfer methods' suggestion before any observation of the target:
             ``"candidates"`` (of the sources' own best configurations, one per source, the
@@ -83,6 +85,7 @@ class StudyConfig:
     budget: int | None = None
     acquisition: str | None = None
     deterministic: bool = False
+    plateau_rule: bool = False
     ucb_beta: float | None = None
     first_trial: str | None = None
     transfer: dict | None = None
@@ -110,6 +113,7 @@ class StudyConfig:
             )
         object.__setattr__(self, "seed", int(seed))
         _check_bool("deterministic", self.deterministic)
+        _check_bool("plateau_rule", self.plateau_rule)
         _check_bool("use_priors", self.use_priors)
         _check_bool("prior_design", self.prior_design)
         _check_bool("reenqueue_stale", self.reenqueue_stale)

@@ -184,6 +184,7 @@ class Strategy:
                 first_rule=self.first_trial,
                 candidates=self._candidates(),
                 n_first=len(self.meta_tasks) or None,
+                plateau_rule=self.config.plateau_rule,
             )
         return self._engine
 

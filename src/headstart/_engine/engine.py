@@ -107,6 +107,8 @@ class BOEngine:
             sources' best configurations, best first), or ``None``.
         n_first: How many leading rows of ``candidates`` the ``"candidates"`` rule chooses
             among (for transfer: one per source, each source's best); default all.
+        plateau_rule: Exact ties between completed trials exclude their neighbourhoods from
+            the search (:func:`headstart._engine.optimize.tie_radii`; issue 31).
 
     Example:
         >>> from headstart._gp import MaternGP
@@ -129,6 +131,7 @@ class BOEngine:
         first_rule: str = "acquisition",
         candidates: np.ndarray | None = None,
         n_first: int | None = None,
+        plateau_rule: bool = False,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
@@ -156,6 +159,7 @@ class BOEngine:
         if n_first is not None and n_first < 1:
             raise ValueError(f"n_first must be >= 1; got {n_first}.")
         self.n_first = n_first
+        self.plateau_rule = bool(plateau_rule)
         if hasattr(surrogate, "condition"):
             self._surrogate, self._build = surrogate, None
         else:
@@ -240,7 +244,8 @@ class BOEngine:
                 else:  # the constant liar, refitted on the data plus the pending points
                     X_all, y_all = self._with_pending(X, y, P, liar)
                     crit, y_all = self._criterion(X_all, y_all, prior, rng)
-                x = self._space.snap(self._maximize(crit, X_all, y_all, rng, ties=y)[None, :])
+                ties = y if self.plateau_rule else None
+                x = self._space.snap(self._maximize(crit, X_all, y_all, rng, ties)[None, :])
                 points.append(x[0])
                 P, own = np.concatenate([P, x]), np.append(own, True)
         if self._reuse is not None:
@@ -284,10 +289,11 @@ class BOEngine:
         return np.concatenate([X, P]), crit, np.concatenate([y_model, values])
 
     def _maximize(
-        self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng, ties: np.ndarray
+        self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng, ties: np.ndarray | None
     ) -> np.ndarray:
         """The criterion's maximizer; ``ties``: the completed trials' values (the first rows of
-        ``X``), whose exact ties exclude their neighbourhoods (``optimize.tie_radii``)."""
+        ``X``), whose exact ties exclude their neighbourhoods (``optimize.tie_radii``), or
+        ``None`` (the plateau rule off)."""
         if self.acquisition == "ts" and len(y):
             return thompson_sample(criterion.posterior, self._space, X, y, rng, criterion)
         if self.first_rule == "candidates" and not len(X):  # the first trial: a known winner

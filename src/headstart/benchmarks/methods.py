@@ -691,6 +691,16 @@ for _warp in ("yeo-johnson", "copula"):
         GPVariant((("output_warp", _warp),)),
         description=f"headstart GP-BO at its defaults with output_warp={_warp!r} (issue 30)",
     )
+for _name, _variant in (
+    ("headstart-gp-plateau", GPVariant((("plateau_rule", True),))),
+    (
+        "headstart-scaml-plateau",
+        TransferVariant("scaml", (*PAPER_UCB.items(), ("plateau_rule", True))),
+    ),
+    ("headstart-scaml-default-plateau", TransferVariant("scaml", (("plateau_rule", True),))),
+    ("headstart-warmstart-plateau", TransferVariant("warmstart", (("plateau_rule", True),))),
+):
+    register_method(_name, _variant, description=f"{_name[:-8]} with plateau_rule=True (issue 31)")
 register_method(
     "headstart-gp-kumaraswamy",
     GPVariant((("input_warp", "kumaraswamy"),)),
