@@ -57,7 +57,10 @@ LEGACY = [
     "sklearn-hgb-breast-cancer",
     "sklearn-hgb-wine",
 ]
-METHODS = "headstart-scaml-default,headstart-scaml,headstart-warmstart,headstart-gp"
+METHODS = (
+    "headstart-scaml-default,headstart-scaml-before31,headstart-scaml,headstart-warmstart,"
+    "headstart-gp"
+)
 TARGET = "headstart-scaml-default"
 WARM, GP = "headstart-warmstart", "headstart-gp"
 MANY_SOURCES = 8

@@ -69,3 +69,17 @@ def test_plateau_rule_is_a_study_setting_stored_with_the_study(tmp_path):
     assert hs.load_study("p", storage=url)._strategy.config.plateau_rule
     with pytest.raises(hs.InvalidSettingError, match="plateau_rule"):
         hs.create_study("q", space, storage=None, plateau_rule="yes")
+
+
+def test_plateau_rule_defaults_to_the_methods_on_for_scaml_only():
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    rng = np.random.default_rng(0)
+    X = rng.random((6, 1))
+    source = hs.MetaTask("src", X, (X[:, 0] - 0.3) ** 2)
+    scaml = hs.create_study("s", space, storage=None, method="scaml", transfer_from=[source])
+    assert scaml._strategy.plateau_rule is True
+    assert hs.create_study("g", space, storage=None)._strategy.plateau_rule is False
+    off = hs.create_study(
+        "s2", space, storage=None, method="scaml", transfer_from=[source], plateau_rule=False
+    )
+    assert off._strategy.plateau_rule is False

@@ -55,7 +55,8 @@ class StudyConfig:
             method's default, resolved by :meth:`resolved`).
         deterministic: The objective is noise-free.
         plateau_rule: Exact ties between evaluated points exclude their neighbourhoods from
-            the acquisition search (:func:`headstart._engine.optimize.tie_radii`).
+            the acquisition search (:func:`headstart._engine.optimize.tie_radii`); ``None``:
+            the method's default (on for ``"scaml"``, off otherwise).
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
         first_trial: Transfer methods' suggestion before any observation of the target:
             ``"candidates"`` (of the sources' own best configurations, one per source, the
@@ -85,7 +86,7 @@ class StudyConfig:
     budget: int | None = None
     acquisition: str | None = None
     deterministic: bool = False
-    plateau_rule: bool = False
+    plateau_rule: bool | None = None
     ucb_beta: float | None = None
     first_trial: str | None = None
     transfer: dict | None = None
@@ -113,7 +114,8 @@ class StudyConfig:
             )
         object.__setattr__(self, "seed", int(seed))
         _check_bool("deterministic", self.deterministic)
-        _check_bool("plateau_rule", self.plateau_rule)
+        if self.plateau_rule is not None:
+            _check_bool("plateau_rule", self.plateau_rule)
         _check_bool("use_priors", self.use_priors)
         _check_bool("prior_design", self.prior_design)
         _check_bool("reenqueue_stale", self.reenqueue_stale)

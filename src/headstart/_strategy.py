@@ -144,6 +144,9 @@ class Strategy:
             )
         self.ucb_beta = config.ucb_beta if config.ucb_beta is not None else spec.ucb_beta
         self.first_trial = config.first_trial or spec.first_trial
+        self.plateau_rule = (
+            spec.plateau_rule if config.plateau_rule is None else config.plateau_rule
+        )
         self.cache = cache
         self.state_key = state_key
         n_initial = config.n_initial
@@ -184,7 +187,7 @@ class Strategy:
                 first_rule=self.first_trial,
                 candidates=self._candidates(),
                 n_first=len(self.meta_tasks) or None,
-                plateau_rule=self.config.plateau_rule,
+                plateau_rule=self.plateau_rule,
             )
         return self._engine
 

@@ -204,6 +204,8 @@ class MethodSpec:
         first_trial: Default rule for the suggestion before any target observation
             (see :class:`headstart._config.StudyConfig`).
         initial_design: Start with a Sobol design (``False``: the model is used from trial 1).
+        plateau_rule: Default of the study setting ``plateau_rule`` (exact ties between trials
+            exclude their neighbourhoods from the acquisition search).
         warm_start: The initial design is the sources' best configurations (ranked per source,
             interleaved; :func:`headstart._meta.ranked_configurations`) instead of Sobol points.
         prefit: ``BuildContext -> None``: fits and caches what every process of the study
@@ -229,6 +231,7 @@ class MethodSpec:
     ucb_beta: float = UCB_BETA
     first_trial: str = "acquisition"
     initial_design: bool = True
+    plateau_rule: bool = False
     warm_start: bool = False
     prefit: Callable[[BuildContext], Any] | None = None
     n_initial: int | None = None

@@ -306,8 +306,16 @@ def run_headstart_scaml_before18(task: Task, seed: int, budget: int) -> list[dic
 
 
 def run_headstart_scaml_default(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """headstart ScaML-GP with the library's defaults (first trial mu - sigma, then LogEI)."""
+    """headstart ScaML-GP with the library's defaults (first trial mu - sigma, then LogEI; the
+    plateau rule on since issue 31)."""
     return _run_headstart(task, seed, budget, "scaml", transfer_from=list(task.meta_tasks))
+
+
+def run_headstart_scaml_before31(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """headstart ScaML-GP with the defaults before issue 31: the plateau rule off."""
+    return _run_headstart(
+        task, seed, budget, "scaml", transfer_from=list(task.meta_tasks), plateau_rule=False
+    )
 
 
 def run_headstart_warmstart(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -651,6 +659,7 @@ register_method("headstart-stackgp", run_headstart_stackgp)
 register_method("headstart-mtgp", run_headstart_mtgp)
 register_method("headstart-warmstart", run_headstart_warmstart)
 register_method("headstart-scaml-default", run_headstart_scaml_default)
+register_method("headstart-scaml-before31", run_headstart_scaml_before31)
 register_method("headstart-scaml-before18", run_headstart_scaml_before18)
 register_method("headstart-gp-lognormal", run_headstart_gp_lognormal)
 register_method("optuna-tpe", run_optuna_tpe)
@@ -697,7 +706,6 @@ for _name, _variant in (
         "headstart-scaml-plateau",
         TransferVariant("scaml", (*PAPER_UCB.items(), ("plateau_rule", True))),
     ),
-    ("headstart-scaml-default-plateau", TransferVariant("scaml", (("plateau_rule", True),))),
     ("headstart-warmstart-plateau", TransferVariant("warmstart", (("plateau_rule", True),))),
 ):
     register_method(_name, _variant, description=f"{_name[:-8]} with plateau_rule=True (issue 31)")
