@@ -43,7 +43,8 @@ DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 SOURCES_DIR = Path.home() / ".cache" / "headstart" / "optuna_sampler"  # regenerated when missing
 NAME = "optuna_sampler"
 METHODS = ("headstart-scaml", "headstart-gp", "optuna-tpe", "optuna-gp")
-VARIANTS = ("headstart-warmstart", "headstart-scaml-cand")  # run with --methods
+# run with --methods; headstart-scaml-before31: ScaML's defaults before issue 31 (plateau rule off)
+VARIANTS = ("headstart-warmstart", "headstart-scaml-cand", "headstart-scaml-before31")
 FIELDS = ("dataset", "seed", "method", "trial", "value", "regret", "seconds")
 
 
@@ -83,6 +84,10 @@ def _sampler(method: str, seed: int, url: str, sources: list[str]):
 
     if method == "headstart-scaml":
         return HeadstartSampler("scaml", transfer_from=from_optuna(url, sources), seed=seed)
+    if method == "headstart-scaml-before31":
+        return HeadstartSampler(
+            "scaml", transfer_from=from_optuna(url, sources), seed=seed, plateau_rule=False
+        )
     if method == "headstart-warmstart":  # the sources' best configurations first, then GP-BO
         return HeadstartSampler("warmstart", transfer_from=from_optuna(url, sources), seed=seed)
     if method == "headstart-scaml-cand":  # ScaML-GP starting at the best of the sources' winners
