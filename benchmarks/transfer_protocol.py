@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     frame = frame[frame["task"].isin(tasks) & frame["method"].isin(methods)]
     summary = summarize(frame, args.target, methods)
     n_sources = {t: len(resolve(get_task(t), 0).meta_tasks) for t in summary.task.unique()}
+    verdict = verdicts(summary, args.target, n_sources)
     png = regret_plot(frame, args.out / f"{name}.png", ncols=4)
     table = ["| family | sources | method | seeds | mean 1-5 | t=10 | final | mean 1-final |",
              "|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "### Targets",
             "",
-            *verdicts(summary, args.target, n_sources),
+            *verdict,
             "",
             "### Per family",
             "",
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     (args.out / f"{name}.md").write_text(text)
-    sys.stdout.write("\n".join(verdicts(summary, args.target, n_sources)) + "\n")
+    sys.stdout.write("\n".join(verdict) + "\n")
     return 0
 
 

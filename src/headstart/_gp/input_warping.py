@@ -235,14 +235,6 @@ def fit_warped_gp(
     return minimize(objective, np.atleast_2d(starts), bounds, limits=MATERN_LIMITS)
 
 
-def split_raw(raw: np.ndarray, d: int) -> tuple[GPParams, np.ndarray, np.ndarray]:
-    """``(GPParams, a, b)`` of one fitted row of :func:`fit_warped_gp`."""
-    raw = np.asarray(raw, dtype=np.float64)
-    k = (len(raw) - d - 2) // 2
-    params = GPParams.from_raw(raw[: d + 2], MATERN_COORDS)
-    return params, np.exp(raw[d + 2 : d + 2 + k]), np.exp(raw[d + 2 + k :])
-
-
 def identity_warp_raw(k: int) -> np.ndarray:
     """``log a = log b = 0`` for ``k`` columns: the identity warp (a fit's default start)."""
     return np.zeros(2 * k)
@@ -257,7 +249,6 @@ __all__ = [
     "identity_warp_raw",
     "kumaraswamy_cdf",
     "kumaraswamy_cdf_and_grad",
-    "split_raw",
     "warp_inputs",
     "warped_objective_and_grad",
 ]

@@ -31,7 +31,6 @@ from headstart._gp.input_warping import (
     WarpedPosterior,
     fit_warped_gp,
     identity_warp_raw,
-    split_raw,
     warp_inputs,
 )
 from headstart._gp.model import ExactGP
@@ -123,9 +122,7 @@ class MaternGP:
         if self.input_warp == "none":
             gp = ExactGP(train_X, y, self.is_cat, params)
         else:
-            k = len(self.warped_cols)
-            a, b = np.exp(self._warp_raw[:k]), np.exp(self._warp_raw[k:])
-            cols = self.warped_cols
+            cols, a, b = self._warp_shapes()
             warped = ExactGP(warp_inputs(train_X, cols, a, b), y, self.is_cat, params)
             gp = WarpedPosterior(warped, cols, a, b)
         self.last_fit = FitSummary(
@@ -159,12 +156,15 @@ class MaternGP:
         if any(kind == "default" for *_, kind in ok):
             self._n_at_default_fit = n
         objective, raw, kind = min(ok, key=lambda c: c[0])
-        if self.input_warp == "none":
-            self._params = GPParams.from_raw(raw, MATERN_COORDS)
-        else:
-            self._params = split_raw(raw, d)[0]
+        self._params = GPParams.from_raw(raw[: d + 2], MATERN_COORDS)
+        if self.input_warp != "none":
             self._warp_raw = np.asarray(raw[d + 2 :], dtype=np.float64)
         return self._params, float(objective), kind == "warm"
+
+    def _warp_shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(columns, a, b)`` of the last fitted input warp."""
+        k = len(self.warped_cols)
+        return self.warped_cols, np.exp(self._warp_raw[:k]), np.exp(self._warp_raw[k:])
 
     def _warm_start_ok(self, d: int) -> bool:
         if self._params is None or self._params.inv_sq_lengthscales.shape[1] != d:
@@ -240,10 +240,8 @@ class MaternGP:
         fit = {} if self.last_fit is None else asdict(self.last_fit)
         out = {**fit, "hyperprior": self.hyperprior.to_json()}
         if self._warp_raw is not None:
-            k = len(self.warped_cols)
-            out["warp"] = {"columns": self.warped_cols.tolist(),
-                           "a": np.exp(self._warp_raw[:k]).tolist(),
-                           "b": np.exp(self._warp_raw[k:]).tolist()}  # fmt: skip
+            cols, a, b = self._warp_shapes()
+            out["warp"] = {"columns": cols.tolist(), "a": a.tolist(), "b": b.tolist()}
         return out
 
 
