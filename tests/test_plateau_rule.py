@@ -83,3 +83,22 @@ def test_plateau_rule_defaults_to_the_methods_on_for_scaml_only():
         "s2", space, storage=None, method="scaml", transfer_from=[source], plateau_rule=False
     )
     assert off._strategy.plateau_rule is False
+
+
+def test_thompson_sampling_also_keeps_out_of_the_tie_balls():
+    """``acquisition="ts"``: the sampled maximizer is drawn from candidates outside the balls of
+    exactly tied trials (here the two best, 0.1 apart), where without the rule it often lands."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.random((8, 2)), [[0.5, 0.5], [0.6, 0.5]]])
+    y = -((X - 0.55) ** 2).sum(-1)
+    y[-2:] = 0.0  # the two best trials tie exactly: a plateau of radius 0.1 around each
+    dims = [DimSpec("continuous")] * 2
+
+    def nearest_tied(rule_on: bool, seed: int) -> float:
+        surrogate = MaternGP(np.zeros(2, dtype=bool), deterministic=True)
+        engine = BOEngine(dims, surrogate, acquisition="ts", plateau_rule=rule_on)
+        x = engine.suggest(X, y, rng=np.random.default_rng(seed))
+        return float(np.sqrt(((X[-2:] - x) ** 2).sum(-1)).min())
+
+    assert all(nearest_tied(True, seed) >= 0.1 for seed in range(6))
+    assert any(nearest_tied(False, seed) < 0.1 for seed in range(6))

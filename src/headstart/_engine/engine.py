@@ -295,7 +295,9 @@ class BOEngine:
         ``X``), whose exact ties exclude their neighbourhoods (``optimize.tie_radii``), or
         ``None`` (the plateau rule off)."""
         if self.acquisition == "ts" and len(y):
-            return thompson_sample(criterion.posterior, self._space, X, y, rng, criterion)
+            return thompson_sample(
+                criterion.posterior, self._space, X, y, rng, criterion, tie_values=ties
+            )
         if self.first_rule == "candidates" and not len(X):  # the first trial: a known winner
             pool = self.candidates[: self.n_first]
             return pool[int(np.argmax(criterion.value(pool)))]

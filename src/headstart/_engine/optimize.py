@@ -320,6 +320,7 @@ def thompson_sample(
     train_y: np.ndarray,
     rng: np.random.Generator,
     criterion: Criterion | None = None,
+    tie_values: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Argmax of one joint posterior sample ``f ~ p(f(C) | data)`` on a candidate set ``C``.
 
@@ -334,6 +335,9 @@ def thompson_sample(
         train_X: ``n x d``; train_y: ``n`` (standardized).
         rng: Seeds the candidates and the sample.
         criterion: Supplies ``best_f`` and the prior term when a prior is active.
+        tie_values: As in :func:`optimize_criterion`: the completed trials' values, whose
+            exact ties drop the candidates inside their balls (:func:`tie_radii`) unless no
+            candidate is left; ``None``: exact duplicates only.
 
     Returns:
         ``d`` point.
@@ -350,6 +354,9 @@ def thompson_sample(
     cand = space.snap(np.concatenate([screen, local]))
     cand = np.unique(cand, axis=0)
     fresh = ~is_duplicate(cand, train_X, separation(posterior))
+    if tie_values is not None:
+        radii = tie_radii(train_X[: len(tie_values)], tie_values)
+        fresh &= ~within_radii(cand, train_X[: len(tie_values)], radii)
     if fresh.any():
         cand = cand[fresh]
     mean, cov = posterior.joint_posterior(cand)
