@@ -23,6 +23,7 @@ from headstart._methods.registry import (
     register_method,
 )
 from headstart._transfer import defaults
+from headstart.exceptions import InvalidSettingError
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class ScaMLOptions(MethodOptions):
         prune_threshold: Sources whose weighted share falls below this are left out of
             predictions (the reference code's speed-up; 0 keeps every source).
         screening_points: Sobol points the acquisition search screens.
+        handover: Suggest from GP-BO's target-only GP whenever its log marginal likelihood of
+            the target's observations beats ScaML-GP's (from 5 observations on).
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -46,6 +49,7 @@ class ScaMLOptions(MethodOptions):
     restart_growth: float = defaults.SCAML_RESTART_GROWTH
     prune_threshold: float = defaults.SCAML_PRUNE_THRESHOLD
     screening_points: int = defaults.SCAML_SCREENING_POINTS
+    handover: bool = defaults.SCAML_HANDOVER
 
     def __post_init__(self) -> None:
         check_number("fit_factr", self.fit_factr, low=0.0, above=True)
@@ -53,6 +57,8 @@ class ScaMLOptions(MethodOptions):
         check_number("restart_growth", self.restart_growth, low=0.0)
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
+        if not isinstance(self.handover, bool):
+            raise InvalidSettingError(f"handover must be True or False; got {self.handover!r}.")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ SCAML_RESTART_GROWTH = 0.25  # ... and at least this share of the observations a
 # default's optimum (posterior means within ~5e-4 sd) in 2x fewer evaluations at M = 256
 # (measured for issue 18; regret in docs/benchmarks/scaml_paper_fit/).
 SCAML_FIT_FACTR = 1e9
+# Suggest from GP-BO's target-only GP once it explains the target better (ScaML.handover; issue 31)
+SCAML_HANDOVER = False
 SCAML_SCREENING_POINTS = 1024  # acquisition screening: the reference code's raw_samples (App. C)
 
 # --- RGPE (headstart._transfer.rgpe) ---------------------------------------------------------------

@@ -64,8 +64,10 @@ from headstart._gp.fit import minimize
 from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS, Limits
 from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR, HyperPrior
 from headstart._gp.kernels import se_np
+from headstart._gp.surrogate import MaternGP
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.defaults import SCAML_FIT_FACTR as FIT_FACTR
+from headstart._transfer.defaults import SCAML_HANDOVER as HANDOVER
 from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
 from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
 from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
@@ -76,6 +78,14 @@ from headstart.exceptions import ModelFittingError
 MIN_WEIGHT = 1e-10
 FULL_RESTARTS_UNTIL = 5  # prior restarts at every call while there are at most this many points
 MIN_TRIALS_FOR_SHARES = 3  # weight_summary() apportions variation from this many observations
+HANDOVER_MIN_TRIALS = 5  # the hand-over compares the models from this many observations on
+
+
+def raw_log_evidence(mll: float, scale: float, n: int) -> float:
+    r"""``log p(y)`` of ``n`` raw targets from ``log p(z)`` of ``z = (y - c) / scale``: the
+    change of variables subtracts ``n log scale``, so models that normalize differently (ScaML-GP
+    with the pooled statistics, GP-BO with the target's own) compare on the same ``y``."""
+    return float(mll) - n * math.log(scale)
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,7 @@ class ScaMLPosterior:
     """
 
     includes_noise = False
+    mll: float  # log N(z_t; m(X_t), A) of the normalized targets at these hyperparameters
 
     def __init__(
         self,
@@ -218,9 +229,13 @@ class ScaMLPosterior:
             resid = self.z_t - (mean_X - self.ybar) / self.scale
             a = scipy.linalg.solve_triangular(self.L, resid, lower=True)
             self.alpha = scipy.linalg.solve_triangular(self.L, a, lower=True, trans="T")
+            self.mll = float(
+                -0.5 * (a @ a) - np.log(np.diagonal(self.L)).sum() - 0.5 * n * math.log(2 * math.pi)
+            )
         else:
             self.L = np.zeros((0, 0))
             self.alpha = np.zeros(0)
+            self.mll = 0.0
 
     def fantasize(self, X: np.ndarray, z: np.ndarray) -> ScaMLPosterior:
         """This posterior after also observing ``z`` (normalized units) at ``X``, same parameters."""
@@ -543,6 +558,11 @@ class ScaML(TransferSurrogate):
             SciPy's and BoTorch's default is ``1e7``).
         screening_points: Sobol points the acquisition search screens
             (:data:`SCREENING_POINTS`).
+        handover: From :data:`HANDOVER_MIN_TRIALS` observations on, also fit GP-BO's own
+            target-only GP (:class:`headstart._gp.surrogate.MaternGP`) and suggest from it
+            whenever it explains the target's observations better: a larger log marginal
+            likelihood of the raw targets (:func:`raw_log_evidence`) than ScaML-GP's. The
+            sources then stop steering the search once the target contradicts them.
     """
 
     def __init__(
@@ -558,8 +578,12 @@ class ScaML(TransferSurrogate):
         restart_growth: float = RESTART_GROWTH,
         fit_factr: float = FIT_FACTR,
         screening_points: int = SCREENING_POINTS,
+        handover: bool = HANDOVER,
     ) -> None:
         self.names = [t.name for t in meta_tasks]
+        self.handover = bool(handover)
+        self._plain: MaternGP | None = None  # the target-only GP of the hand-over
+        self.handed_over = False  # whether the last condition() returned the target-only GP
         self.restart_every = max(int(restart_every), 1)
         self.restart_growth = max(float(restart_growth), 0.0)
         self.fit_factr = float(fit_factr)
@@ -633,7 +657,21 @@ class ScaML(TransferSurrogate):
             prune_threshold=self.prune_threshold,
             screening_points=self.screening_points,
         )
+        self.handed_over = False
+        if self.handover and n >= HANDOVER_MIN_TRIALS:
+            plain = self._plain_gp()
+            gp, z_plain = plain.condition(X_t, y_t, rng)
+            own = raw_log_evidence(posterior.mll, scale, n)
+            other = raw_log_evidence(gp.mll, float(np.std(y_t)) or 1.0, n)
+            if other > own:
+                self.handed_over = True
+                return gp, z_plain
         return posterior, z_t
+
+    def _plain_gp(self) -> MaternGP:
+        if self._plain is None:
+            self._plain = MaternGP(self.is_cat, deterministic=self.deterministic)
+        return self._plain
 
     def weight_summary(self) -> dict[str, Any]:
         r"""Readable weights: each source's share of the model's variation, and standard errors.
@@ -715,13 +753,18 @@ class ScaML(TransferSurrogate):
         """The last MAP test hyperparameters and weights (warm start of the next fit)."""
         if self.params is None:
             return {}
-        return {"params": self.params.to_raw().tolist(), "n_at_restart": self._n_at_restart}
+        state = {"params": self.params.to_raw().tolist(), "n_at_restart": self._n_at_restart}
+        if self._plain is not None and self._plain.state():
+            state["target_gp"] = self._plain.state()
+        return state
 
     def load_state(self, state: dict) -> None:
         raw = np.asarray(state.get("params", []), dtype=np.float64)
         if len(raw) == len(ScaMLParams.initial(len(self.names), len(self.is_cat)).to_raw()):
             self.params = ScaMLParams.from_raw(raw, len(self.is_cat))
             self._n_at_restart = int(state.get("n_at_restart", self._n_at_restart))
+        if isinstance(state.get("target_gp"), dict):
+            self._plain_gp().load_state(state["target_gp"])
 
     def residual_variance(self) -> float:
         """Signal variance of the residual kernel ``k_t`` in raw units (``s_t * scale^2``)."""

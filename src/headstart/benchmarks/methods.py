@@ -710,6 +710,11 @@ for _name, _variant in (
 ):
     register_method(_name, _variant, description=f"{_name[:-8]} with plateau_rule=True (issue 31)")
 register_method(
+    "headstart-scaml-handover",
+    TransferVariant("scaml", (("handover", True),)),
+    description="headstart ScaML-GP at its defaults with handover=True (issue 31)",
+)
+register_method(
     "headstart-gp-kumaraswamy",
     GPVariant((("input_warp", "kumaraswamy"),)),
     description="headstart GP-BO at its defaults with input_warp='kumaraswamy' (issue 30)",
