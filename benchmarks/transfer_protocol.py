@@ -142,6 +142,37 @@ def verdicts(summary, target: str, n_sources: dict[str, int]) -> list[str]:
     return lines
 
 
+def relative_table(summary, methods: list[str]) -> list[str]:
+    """Markdown table: per method, the geometric mean over families of its regret relative to
+    plain GP-BO's (trials 1-5, t=10, final, 1-final), and how many families would pass issue
+    31's first three targets with it as the target (the decision rule of the protocol)."""
+    import numpy as np
+
+    lines = ["| method | mean 1-5 | t=10 | final | mean 1-final | passing (1-5 / t=10 / final) |",
+             "|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    cols = ["mean 1-5", "t=10", "final", "mean 1-final"]
+    gp = summary[summary.method == GP].set_index("task")[cols]
+    for m in methods:
+        if m == GP:
+            continue
+        own = summary[summary.method == m].set_index("task")[cols]
+        ratio = (own / gp.loc[own.index]).clip(lower=1e-12)
+        means = [float(np.exp(np.log(ratio[c]).mean())) for c in cols]
+        counts = _pass_counts(summary, m)
+        lines.append(f"| {m} | " + " | ".join(f"{v:.3f}" for v in means) + f" | {counts} |")
+    return lines
+
+
+def _pass_counts(summary, target: str) -> str:
+    found = {}
+    for line in verdicts(summary, target, {}):
+        if line.startswith("- **"):
+            name, rest = line[4:].split("**: ", 1)
+            found[name] = rest.split(" of ")[0]
+    keys = ("1-5 <= min(warm start, GP)", "t=10 <= GP", "final <= GP")
+    return " / ".join(found.get(k, "-") for k in keys)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--suite", choices=("selection", "confirmation"), default="selection")
@@ -208,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             "### Targets",
             "",
             *verdict,
+            "",
+            "### Relative to plain GP-BO (geometric mean over families)",
+            "",
+            *relative_table(summary, methods),
             "",
             "### Per family",
             "",
