@@ -104,3 +104,17 @@ def test_handover_is_an_option_of_scaml_off_by_default_and_its_gp_state_round_tr
     again = ScaML([source], np.zeros(1, bool), seed=0, handover=True, meta=model.meta)
     again.load_state(state)
     assert again.state() == state
+
+
+def test_a_larger_margin_hands_over_later_or_never():
+    rng = np.random.default_rng(2)
+    X = rng.random((30, D))
+    source = MetaTask("opposite", X, _bowl(X), "maximize")
+    X_t = rng.random((9, D))
+    y_t = -_bowl(X_t)  # the target (maximized) is the source upside down
+    handed = []
+    for margin in (0.0, 1e6):
+        model = ScaML([source], np.zeros(D, bool), seed=0, handover=True, handover_margin=margin)
+        model.condition(X_t, y_t, np.random.default_rng(0))
+        handed.append(model.handed_over)
+    assert handed == [True, False]

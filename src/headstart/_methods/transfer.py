@@ -41,7 +41,8 @@ class ScaMLOptions(MethodOptions):
             predictions (the reference code's speed-up; 0 keeps every source).
         screening_points: Sobol points the acquisition search screens.
         handover: Suggest from GP-BO's target-only GP whenever its log marginal likelihood of
-            the target's observations beats ScaML-GP's (from 5 observations on).
+            the target's observations beats ScaML-GP's (from 5 observations on) ...
+        handover_margin: ... by more than this many nats.
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -50,6 +51,7 @@ class ScaMLOptions(MethodOptions):
     prune_threshold: float = defaults.SCAML_PRUNE_THRESHOLD
     screening_points: int = defaults.SCAML_SCREENING_POINTS
     handover: bool = defaults.SCAML_HANDOVER
+    handover_margin: float = defaults.SCAML_HANDOVER_MARGIN
 
     def __post_init__(self) -> None:
         check_number("fit_factr", self.fit_factr, low=0.0, above=True)
@@ -57,6 +59,7 @@ class ScaMLOptions(MethodOptions):
         check_number("restart_growth", self.restart_growth, low=0.0)
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
+        check_number("handover_margin", self.handover_margin, low=0.0)
         if not isinstance(self.handover, bool):
             raise InvalidSettingError(f"handover must be True or False; got {self.handover!r}.")
 

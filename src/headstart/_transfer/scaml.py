@@ -68,6 +68,7 @@ from headstart._gp.surrogate import MaternGP
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.defaults import SCAML_FIT_FACTR as FIT_FACTR
 from headstart._transfer.defaults import SCAML_HANDOVER as HANDOVER
+from headstart._transfer.defaults import SCAML_HANDOVER_MARGIN as HANDOVER_MARGIN
 from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
 from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
 from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
@@ -563,6 +564,9 @@ class ScaML(TransferSurrogate):
             whenever it explains the target's observations better: a larger log marginal
             likelihood of the raw targets (:func:`raw_log_evidence`) than ScaML-GP's. The
             sources then stop steering the search once the target contradicts them.
+        handover_margin: How many nats the target-only GP's log evidence must exceed
+            ScaML-GP's for the hand-over (0: any excess; Kass and Raftery 1995 call a log Bayes
+            factor above 1 positive and above 3 strong evidence).
     """
 
     def __init__(
@@ -579,9 +583,11 @@ class ScaML(TransferSurrogate):
         fit_factr: float = FIT_FACTR,
         screening_points: int = SCREENING_POINTS,
         handover: bool = HANDOVER,
+        handover_margin: float = HANDOVER_MARGIN,
     ) -> None:
         self.names = [t.name for t in meta_tasks]
         self.handover = bool(handover)
+        self.handover_margin = float(handover_margin)
         self._plain: MaternGP | None = None  # the target-only GP of the hand-over
         self.handed_over = False  # whether the last condition() returned the target-only GP
         self.restart_every = max(int(restart_every), 1)
@@ -663,7 +669,7 @@ class ScaML(TransferSurrogate):
             gp, z_plain = plain.condition(X_t, y_t, rng)
             own = raw_log_evidence(posterior.mll, scale, n)
             other = raw_log_evidence(gp.mll, float(np.std(y_t)) or 1.0, n)
-            if other > own:
+            if other > own + self.handover_margin:
                 self.handed_over = True
                 return gp, z_plain
         return posterior, z_t

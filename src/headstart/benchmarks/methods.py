@@ -714,6 +714,12 @@ register_method(
     TransferVariant("scaml", (("handover", True),)),
     description="headstart ScaML-GP at its defaults with handover=True (issue 31)",
 )
+for _margin in (1, 3):
+    register_method(
+        f"headstart-scaml-handover{_margin}",
+        TransferVariant("scaml", (("handover", True), ("handover_margin", float(_margin)))),
+        description=f"headstart ScaML-GP, handover=True with a {_margin}-nat margin (issue 31)",
+    )
 register_method(
     "headstart-gp-kumaraswamy",
     GPVariant((("input_warp", "kumaraswamy"),)),
