@@ -118,3 +118,19 @@ def test_a_larger_margin_hands_over_later_or_never():
         model.condition(X_t, y_t, np.random.default_rng(0))
         handed.append(model.handed_over)
     assert handed == [True, False]
+
+
+def test_a_failed_target_gp_fit_keeps_scaml(monkeypatch):
+    from headstart._gp.surrogate import MaternGP
+    from headstart.exceptions import ModelFittingError
+
+    def fail(self, X, y, rng):
+        raise ModelFittingError("no fit")
+
+    monkeypatch.setattr(MaternGP, "condition", fail)
+    rng = np.random.default_rng(2)
+    X = rng.random((30, D))
+    model = ScaML([MetaTask("s", X, _bowl(X), "maximize")], np.zeros(D, bool), handover=True)
+    X_t = rng.random((9, D))
+    posterior, _ = model.condition(X_t, -_bowl(X_t), np.random.default_rng(0))
+    assert isinstance(posterior, ScaMLPosterior) and not model.handed_over

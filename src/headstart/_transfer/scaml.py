@@ -58,7 +58,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from headstart._engine.numerics import robust_cholesky
+from headstart._engine.numerics import robust_cholesky, standardize
 from headstart._gp.batched import BatchedGP
 from headstart._gp.fit import minimize
 from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS, Limits
@@ -665,10 +665,12 @@ class ScaML(TransferSurrogate):
         )
         self.handed_over = False
         if self.handover and n >= HANDOVER_MIN_TRIALS:
-            plain = self._plain_gp()
-            gp, z_plain = plain.condition(X_t, y_t, rng)
+            try:
+                gp, z_plain = self._plain_gp().condition(X_t, y_t, rng)
+            except ModelFittingError:  # the target-only GP is a hedge: without it, stay
+                return posterior, z_t
             own = raw_log_evidence(posterior.mll, scale, n)
-            other = raw_log_evidence(gp.mll, float(np.std(y_t)) or 1.0, n)
+            other = raw_log_evidence(gp.mll, standardize(y_t)[2], n)  # MaternGP's own scaling
             if other > own + self.handover_margin:
                 self.handed_over = True
                 return gp, z_plain
