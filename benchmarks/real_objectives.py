@@ -23,6 +23,14 @@ Usage::
     python benchmarks/real_objectives.py --suite confirmation --seeds 10
     python benchmarks/real_objectives.py --smoke             # 2 tasks, 2 seeds, budget 8, temp dir
     python benchmarks/real_objectives.py --suite confirmation --report-only  # tables, no new runs
+
+The peers are Optuna's GPSampler and TPE (independent and multivariate) and SMAC3's random-forest
+facade (``smac-hpo``), all at their defaults. HEBO (``hebo``; ``make bench-peers`` installs it)
+takes about 3 s per suggestion, so it has its own report on fewer seeds::
+
+    python benchmarks/real_objectives.py --suite confirmation --seeds 2 --budgets 20 \
+        --methods headstart-gp,optuna-gp,optuna-tpe,optuna-tpe-mv,smac-hpo,hebo,headstart-random \
+        --name real_objectives_confirmation_hebo
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_METHODS = "headstart-gp,optuna-gp,optuna-tpe,optuna-tpe-mv,headstart-random"
+DEFAULT_METHODS = "headstart-gp,optuna-gp,optuna-tpe,optuna-tpe-mv,smac-hpo,headstart-random"
 RANDOM = "headstart-random"
 BUDGET_FREE_PREFIXES = ("optuna-", "hebo", "headstart-random")  # trials independent of the budget
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
