@@ -21,7 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_METHODS = "headstart-gp,headstart-random,optuna-tpe,optuna-gp,optuna-gp-deterministic,smac-hpo"
+DEFAULT_METHODS = (
+    "headstart-gp,headstart-random,optuna-tpe,optuna-gp,optuna-gp-deterministic,smac-hpo"
+)
 DEFAULT_TASKS = "branin,hartmann3,hartmann6"
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 
