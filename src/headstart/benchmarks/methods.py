@@ -524,7 +524,6 @@ def run_smac_pibo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     from smac import BlackBoxFacade, Scenario
     from smac.acquisition.function import EI, PriorAcquisitionFunction
     from smac.acquisition.maximizer import LocalAndSortedRandomSearch
-    from smac.runhistory.dataclasses import TrialValue
 
     from headstart.configspace import to_configspace
 
@@ -566,16 +565,23 @@ def run_smac_pibo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
             overwrite=True,
             logging_level=40,
         )
-        recorder = _Recorder(task, seed)
-        for _ in range(budget):
-            t0 = time.perf_counter()
-            info = smac.ask()
-            seconds = time.perf_counter() - t0
-            params = task.space.validate(dict(info.config))
-            smac.tell(info, TrialValue(cost=recorder.evaluate(params, seconds)))
-        return recorder.records
+        return run_smac_ask_tell(smac, task, seed, budget)
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
+
+
+def run_smac_ask_tell(smac: Any, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """``budget`` ask/tell rounds of a built SMAC3 facade on ``task``; the records."""
+    from smac.runhistory.dataclasses import TrialValue
+
+    recorder = _Recorder(task, seed)
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        info = smac.ask()
+        seconds = time.perf_counter() - t0
+        params = task.space.validate(dict(info.config))
+        smac.tell(info, TrialValue(cost=recorder.evaluate(params, seconds)))
+    return recorder.records
 
 
 def _without_priors(space: SearchSpace) -> SearchSpace:

@@ -29,14 +29,13 @@ from typing import Any
 import numpy as np
 
 from headstart.benchmarks.functions import Task
-from headstart.benchmarks.methods import _Recorder, register_method
+from headstart.benchmarks.methods import _Recorder, register_method, run_smac_ask_tell
 from headstart.space import Categorical, Fixed, Float, Int, SearchSpace
 
 
 def run_smac_hpo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """SMAC3 HyperparameterOptimizationFacade (random forest) at its defaults (seeded)."""
     from smac import HyperparameterOptimizationFacade, Scenario
-    from smac.runhistory.dataclasses import TrialValue
 
     from headstart.configspace import to_configspace
 
@@ -52,14 +51,7 @@ def run_smac_hpo(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
             overwrite=True,
             logging_level=40,
         )
-        recorder = _Recorder(task, seed)
-        for _ in range(budget):
-            t0 = time.perf_counter()
-            info = smac.ask()
-            seconds = time.perf_counter() - t0
-            params = task.space.validate(dict(info.config))
-            smac.tell(info, TrialValue(cost=recorder.evaluate(params, seconds)))
-        return recorder.records
+        return run_smac_ask_tell(smac, task, seed, budget)
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
 
