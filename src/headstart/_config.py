@@ -18,6 +18,7 @@ import numpy as np
 
 from headstart._engine import FIRST_RULES
 from headstart._methods import ACQUISITIONS, MethodOptions, MethodSpec, get_method
+from headstart._methods.registry import check_bool
 from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
@@ -35,11 +36,6 @@ def worker_heartbeat(settings: Mapping[str, Any]) -> dict[str, float]:
     none when the study sets a heartbeat, else :data:`WORKER_HEARTBEAT`."""
     stored = StudyConfig.from_json(settings).heartbeat_interval is not None
     return {} if stored else dict(WORKER_HEARTBEAT)
-
-
-def _check_bool(label: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise InvalidSettingError(f"{label} must be True or False; got {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -113,12 +109,12 @@ class StudyConfig:
                 f"seed must be an integer in [0, 2**63) (or None for a random one); got {seed!r}."
             )
         object.__setattr__(self, "seed", int(seed))
-        _check_bool("deterministic", self.deterministic)
+        check_bool("deterministic", self.deterministic)
         if self.plateau_rule is not None:
-            _check_bool("plateau_rule", self.plateau_rule)
-        _check_bool("use_priors", self.use_priors)
-        _check_bool("prior_design", self.prior_design)
-        _check_bool("reenqueue_stale", self.reenqueue_stale)
+            check_bool("plateau_rule", self.plateau_rule)
+        check_bool("use_priors", self.use_priors)
+        check_bool("prior_design", self.prior_design)
+        check_bool("reenqueue_stale", self.reenqueue_stale)
         for label in ("heartbeat_interval", "grace_period"):
             v = getattr(self, label)
             if v is not None and (

@@ -138,6 +138,12 @@ def check_number(
         raise InvalidSettingError(f"{label} must be {what}{bound}; got {value!r}.")
 
 
+def check_bool(label: str, value: Any) -> None:
+    """Refuse ``value`` unless it is ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise InvalidSettingError(f"{label} must be True or False; got {value!r}.")
+
+
 # --- what a builder and a report hook see ----------------------------------------------------------
 @dataclass(frozen=True)
 class BuildContext:
@@ -390,6 +396,7 @@ __all__ = [
     "MethodSpec",
     "NoOptions",
     "ReportContext",
+    "check_bool",
     "check_number",
     "check_source_arguments",
     "default_method",

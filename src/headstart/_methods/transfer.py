@@ -19,11 +19,11 @@ from headstart._methods.registry import (
     MethodSpec,
     NoOptions,
     ReportContext,
+    check_bool,
     check_number,
     register_method,
 )
 from headstart._transfer import defaults
-from headstart.exceptions import InvalidSettingError
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,7 @@ class ScaMLOptions(MethodOptions):
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
         check_number("handover_margin", self.handover_margin, low=0.0)
-        if not isinstance(self.handover, bool):
-            raise InvalidSettingError(f"handover must be True or False; got {self.handover!r}.")
+        check_bool("handover", self.handover)
 
 
 @dataclass(frozen=True)
