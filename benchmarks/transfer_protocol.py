@@ -111,9 +111,9 @@ def summarize(frame, target: str, methods: list[str]):
     return pd.DataFrame(rows)
 
 
-def verdicts(summary, target: str, n_sources: dict[str, int]) -> list[str]:
-    """Markdown lines: per target of issue 31, the families that pass and those that miss."""
-    lines = []
+def target_checks(summary, target: str, n_sources: dict[str, int]) -> dict[str, list]:
+    """Per target of issue 31, ``(family, target's value, bound)`` for every family it applies
+    to (NaN comparisons dropped)."""
     checks = {"1-5 <= min(warm start, GP)": [], "t=10 <= GP": [], "final <= GP": [],
               f"mean 1-20 <= 0.6 GP ({MANY_SOURCES}+ sources)": []}  # fmt: skip
     for task, g in summary.groupby("task"):
@@ -130,8 +130,14 @@ def verdicts(summary, target: str, n_sources: dict[str, int]) -> list[str]:
             if n_sources.get(task, 0) >= MANY_SOURCES:
                 key = f"mean 1-20 <= 0.6 GP ({MANY_SOURCES}+ sources)"
                 checks[key].append((task, t["mean 1-final"], 0.6 * v.loc[GP, "mean 1-final"]))
-    for name, items in checks.items():
-        items = [(task, a, b) for task, a, b in items if a == a and b == b]  # drop NaN
+    return {name: [(task, a, b) for task, a, b in items if a == a and b == b]
+            for name, items in checks.items()}  # fmt: skip
+
+
+def verdicts(summary, target: str, n_sources: dict[str, int]) -> list[str]:
+    """Markdown lines: per target of issue 31, the families that pass and those that miss."""
+    lines = []
+    for name, items in target_checks(summary, target, n_sources).items():
         if not items:
             continue
         misses = [(task, a, b) for task, a, b in items if not a <= b]
@@ -164,13 +170,11 @@ def relative_table(summary, methods: list[str]) -> list[str]:
 
 
 def _pass_counts(summary, target: str) -> str:
-    found = {}
-    for line in verdicts(summary, target, {}):
-        if line.startswith("- **"):
-            name, rest = line[4:].split("**: ", 1)
-            found[name] = rest.split(" of ")[0]
+    """``passing / passing / passing`` of the first three targets with ``target`` as the method."""
+    checks = target_checks(summary, target, {})
     keys = ("1-5 <= min(warm start, GP)", "t=10 <= GP", "final <= GP")
-    return " / ".join(found.get(k, "-") for k in keys)
+    counts = [sum(a <= b for _, a, b in checks[k]) if checks[k] else "-" for k in keys]
+    return " / ".join(map(str, counts))
 
 
 def main(argv: list[str] | None = None) -> int:

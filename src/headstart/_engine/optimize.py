@@ -355,8 +355,8 @@ def thompson_sample(
     cand = np.unique(cand, axis=0)
     fresh = ~is_duplicate(cand, train_X, separation(posterior))
     if tie_values is not None:
-        radii = tie_radii(train_X[: len(tie_values)], tie_values)
-        fresh &= ~within_radii(cand, train_X[: len(tie_values)], radii)
+        done = train_X[: len(tie_values)]  # the completed trials (the rest are fantasies)
+        fresh &= ~within_radii(cand, done, tie_radii(done, tie_values))
     if fresh.any():
         cand = cand[fresh]
     mean, cov = posterior.joint_posterior(cand)
