@@ -95,6 +95,10 @@ def test_handover_is_an_option_of_scaml_off_by_default_and_its_gp_state_round_tr
         hs.create_study(
             "e", space, storage=None, method="scaml", transfer_from=[source], handover="yes"
         )
+    with pytest.raises(hs.InvalidSettingError, match="handover_margin"):
+        hs.create_study(
+            "e", space, storage=None, method="scaml", transfer_from=[source], handover_margin=-1.0
+        )
     model = ScaML([source], np.zeros(1, bool), seed=0, handover=True)
     rng = np.random.default_rng(0)
     X_t = rng.random((7, 1))
