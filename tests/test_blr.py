@@ -67,3 +67,24 @@ def test_fit_maximizes_the_evidence_and_ard_prunes_an_unused_basis():
         assert neg_log_marginal_likelihood(theta + 0.05 * e, Phi, y)[0] >= fit.nll - 1e-3
     iso = fit_blr(Phi, y, ard=False)
     assert np.ptp(iso.alpha) == 0 and iso.nll >= fit.nll - 1e-9
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_a_warm_start_in_the_all_noise_corner_does_not_trap_the_fit(ard):
+    """Issue 32: ABLR's head, warm-started from a fit on 3 points, stayed at the 'all noise'
+    corner (every precision at its upper bound, noise variance 1) for 30 trials: there the
+    gradient vanishes. The default start runs beside the warm one and the better fit is kept."""
+    rng = np.random.default_rng(3)
+    # Small features (the precisions absorb any scale) keep the corner's gradient, about
+    # (|Phi^T y|^2 - tr Phi^T Phi) / (2 alpha), below L-BFGS-B's tolerance, as in the run.
+    Phi = 0.05 * rng.standard_normal((40, 20))
+    y = Phi @ rng.standard_normal(20)  # exactly linear in the basis
+    y = (y - y.mean()) / y.std()
+    r = Phi.shape[1]
+    corner = np.concatenate([np.full(r if ard else 1, 12.0), [0.0]])  # alpha = e^12, beta = 1
+    stuck = neg_log_marginal_likelihood(np.concatenate([np.full(r, 12.0), [0.0]]), Phi, y)[0]
+    fit = fit_blr(Phi, y, ard=ard, init=corner)
+    fresh = fit_blr(Phi, y, ard=ard)
+    assert fit.nll < stuck - 10  # the data are linear in Phi: far from all noise
+    assert fit.nll <= fresh.nll + 1e-9
+    assert 1 / fit.beta < 0.2

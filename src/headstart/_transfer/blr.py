@@ -108,19 +108,24 @@ def fit_blr(
     Args:
         Phi: ``n x r`` features; ``y``: ``n`` targets (standardized by the caller).
         ard: One precision per basis function (ABRAC) or one for all (ABLR).
-        init: Warm start ``theta`` (its length must match), else ``alpha = 1``, ``beta = 10``.
+        init: A warm start ``theta`` (its length must match). The default start ``alpha = 1``,
+            ``beta = 10`` always runs beside it and the better fit is kept: "all noise" (every
+            precision at its bound, ``beta`` = 1 on standardized targets) is a stationary point
+            of the evidence, so a warm start there never leaves it (issue 32: ABLR's head sat
+            there for a whole run once a 3-point fit had put it there).
         fixed_beta: Keep ``beta`` fixed (noise-free objectives: a large precision).
     """
     r = Phi.shape[1]
     k = r if ard else 1
-    x0 = np.concatenate([np.zeros(k), [math.log(10.0)]])
+    default = np.concatenate([np.zeros(k), [math.log(10.0)]])
+    starts = [default]
     if init is not None and len(init) == k + 1 and np.isfinite(init).all():
-        x0 = np.asarray(init, dtype=np.float64)
+        starts.append(np.asarray(init, dtype=np.float64))
+    x0 = np.array(starts)
     bounds = [LOG_ALPHA_BOUNDS] * k + [LOG_BETA_BOUNDS]
     if fixed_beta is not None:
-        x0[-1] = math.log(fixed_beta)
-        bounds[-1] = (x0[-1], x0[-1])
-    x0 = np.clip(x0, *zip(*bounds, strict=True))
+        x0[:, -1] = math.log(fixed_beta)
+        bounds[-1] = (x0[0, -1], x0[0, -1])
 
     def fun(theta):
         full = np.concatenate([np.full(r, theta[0]), theta[1:]]) if not ard else theta
@@ -130,11 +135,12 @@ def fit_blr(
         return value, grad
 
     def batched(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        value, grad = fun(x[0])
-        return np.array([value]), grad[None, :]
+        parts = [fun(row) for row in x]
+        return np.array([v for v, _ in parts]), np.array([g for _, g in parts])
 
-    xs, _ = minimize(batched, x0[None, :], np.asarray(bounds), penalize_failures=False)
-    theta = xs[0] if ard else np.concatenate([np.full(r, xs[0, 0]), xs[0, 1:]])
+    xs, fs = minimize(batched, x0, np.asarray(bounds), penalize_failures=False)
+    best = xs[int(np.argmin(fs))]
+    theta = best if ard else np.concatenate([np.full(r, best[0]), best[1:]])
     return blr_at(theta, Phi, y)
 
 
