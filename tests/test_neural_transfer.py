@@ -130,14 +130,17 @@ def test_too_little_or_constant_meta_data_is_refused():
         MetaTask("nan", np.zeros((2, 1)), np.array([1.0, np.nan]))
 
 
-@pytest.mark.parametrize("method", ["abrac", "ablr", "ablr-sgd-fixed"])
-def test_neural_methods_run_in_a_study_and_report_their_head(method):
+@pytest.mark.parametrize(
+    "method, residual",
+    [("abrac", False), ("ablr", False), ("ablr-sgd-fixed", False), ("abrac", True)],
+)
+def test_neural_methods_run_in_a_study_and_report_their_head(method, residual):
     frames = [
         pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
     ]
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     study = hs.create_study(
-        method, space, storage=None, method=method, transfer_from=frames, seed=0
+        method, space, storage=None, method=method, transfer_from=frames, seed=0, residual=residual
     )
     study.optimize(lambda p: (6 * p["x"] - 2) ** 2 * np.sin(12 * p["x"] - 4), n_trials=6)
     assert study._strategy.n_initial == 3  # the ABRAC paper's 3 random points
@@ -145,6 +148,8 @@ def test_neural_methods_run_in_a_study_and_report_their_head(method):
     assert set(report.source_fit) == {f"t{i}" for i in range(6)}
     assert report.head["active_basis"] == (6 if method == "abrac" else 20)
     assert "basis functions" in report.summary()
+    assert ("residual" in report.head) == residual
+    assert ("residual GP" in report.summary()) == residual
 
 
 def _two_dim_sources(n=25):
@@ -187,3 +192,14 @@ def test_abrac_does_not_propose_near_duplicates():
     for i in range(3, len(X)):  # the model's suggestions (the first 3 are random)
         gaps = np.abs(X[:i] - X[i]).max(1)
         assert gaps.min() >= MIN_SEPARATION, (i, gaps.min())
+
+
+def test_residual_must_be_a_bool_and_is_refused_before_anything_is_stored(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    frames = [
+        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
+    ]
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    with pytest.raises(hs.InvalidSettingError, match="residual"):
+        hs.create_study("t", space, storage=url, method="ablr", transfer_from=frames, residual=1)
+    assert hs.storage.get_storage(url).list_studies() == []

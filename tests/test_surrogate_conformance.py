@@ -79,7 +79,7 @@ def _net(variant: str, categorical: bool):
         return load_or_train(make_tasks(categorical), PRESETS[variant][0], seed=0)
 
 
-def _neural(variant: str):
+def _neural(variant: str, residual: bool = False):
     from headstart._methods.neural import PRESETS
     from headstart._transfer.neural import NeuralTransfer
 
@@ -89,6 +89,7 @@ def _neural(variant: str):
         basis=PRESETS[variant][0],
         ard=PRESETS[variant][1],
         net=_net(variant, bool(np.any(is_cat))),
+        residual=residual,
     )
 
 
@@ -119,6 +120,8 @@ BUILDERS = {
     "abrac": _neural("abrac"),
     "ablr": _neural("ablr"),
     "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
+    "abrac-residual": _neural("abrac", residual=True),
+    "ablr-residual": _neural("ablr", residual=True),
 }
 CATEGORICAL = (
     "matern",
@@ -128,9 +131,20 @@ CATEGORICAL = (
     "rgpe",
     "stackgp",
     "abrac",
+    "abrac-residual",
 )  # grammar: numeric-only
 # posteriors that condition on pending points without a refit; the others use the constant liar
-FANTASIZING = {"matern", "matern-warped", "mphd", "scaml", "abrac", "ablr", "ablr-sgd-fixed"}
+FANTASIZING = {
+    "matern",
+    "matern-warped",
+    "mphd",
+    "scaml",
+    "abrac",
+    "ablr",
+    "ablr-sgd-fixed",
+    "abrac-residual",
+    "ablr-residual",
+}
 CASES = [*BUILDERS, *(f"{name}-cat" for name in CATEGORICAL)]
 
 # Real violations of the contract found by this suite (NaN posteriors from RGPE and StackGP, an

@@ -39,7 +39,9 @@ class TransferReport:
         source_fit: Neural methods (ABLR / ABRAC): each source's training error of the shared
             basis (root mean squared, standardized values); ``weights`` is then empty.
         head: Neural methods: the target head -- ``active_basis`` (how many of the ordered basis
-            functions it uses), ``ard_precisions``, ``noise_variance``.
+            functions it uses), ``ard_precisions``, ``noise_variance``; with ``residual=True``,
+            ``residual``: the Matérn GP beside it (``outputscale``, ``lengthscales``,
+            ``noise_variance``, ``log_evidence`` against the head's ``head_log_evidence``).
         prior: MPHD: parameter -> ``{"prior_mean", "prior_shape", "fitted"}``, the pre-trained
             Gamma prior of its lengthscale (mean ``a / b`` and shape ``a``, unit-cube units) and
             the lengthscale the MAP fit chose under it (``None`` before the first trial);
@@ -104,6 +106,14 @@ class TransferReport:
                     f"{self.head['active_basis']} basis functions ({used} with precision < 1e3, "
                     f"the rest pruned by ARD); noise variance {self.head['noise_variance']:.2g}."
                 )
+                residual = self.head.get("residual")
+                if residual:
+                    text += (
+                        f" The residual GP beside it has output scale "
+                        f"{residual['outputscale']:.2g} (standardized units); log evidence "
+                        f"{residual['log_evidence']:.1f} with it, {residual['head_log_evidence']:.1f}"
+                        " for the head alone."
+                    )
             return text
         if self.n_trials == 0:
             return (

@@ -14,8 +14,8 @@ from headstart._methods.registry import (
     BuildContext,
     MethodOptions,
     MethodSpec,
-    NoOptions,
     ReportContext,
+    check_bool,
     register_method,
 )
 from headstart._transfer import defaults
@@ -25,10 +25,27 @@ TRUNCATIONS = ("uniform", "geometric")
 
 
 @dataclass(frozen=True)
-class ABRACOptions(MethodOptions):
+class NeuralOptions(MethodOptions):
+    r"""Options of ``method="ablr"`` and ``"ablr-sgd-fixed"`` (and ``"abrac"``).
+
+    Attributes:
+        residual: A Matérn GP beside the head (``f = phi^T w + g``, fitted with it by MAP;
+            :mod:`headstart._transfer.neural_residual`), so the model refines past what the
+            frozen basis represents. ``False`` is the paper's method.
+    """
+
+    residual: bool = defaults.NEURAL_RESIDUAL
+
+    def __post_init__(self) -> None:
+        check_bool("residual", self.residual)
+
+
+@dataclass(frozen=True)
+class ABRACOptions(NeuralOptions):
     r"""Options of ``method="abrac"``.
 
     Attributes:
+        residual: As :class:`NeuralOptions`.
         active: How many of the ordered basis functions the head uses: ``"n_obs"`` (default,
             ``min(n, 20)`` after ``n`` observations: our reading, the paper states no rule),
             ``"all"`` (the paper's "ABRAC fixed") or a fixed integer.
@@ -39,6 +56,7 @@ class ABRACOptions(MethodOptions):
     truncation: str = defaults.NEURAL_TRUNCATION
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         count = isinstance(self.active, int) and not isinstance(self.active, bool)
         if not (self.active in ("n_obs", "all") or (count and self.active >= 1)):
             raise InvalidSettingError(
@@ -67,7 +85,12 @@ def neural_builder(name: str) -> Callable[[BuildContext], Any]:
 
         settings = _settings(name, ctx.options)
         return NeuralTransfer(
-            ctx.meta_tasks, ctx.is_cat, seed=ctx.seed, cache=ctx.cache, **settings
+            ctx.meta_tasks,
+            ctx.is_cat,
+            seed=ctx.seed,
+            cache=ctx.cache,
+            deterministic=ctx.deterministic,
+            **settings,
         )
 
     return build
@@ -116,12 +139,12 @@ for _name, _options, _description in (
     ),
     (
         "ablr",
-        NoOptions,
+        NeuralOptions,
         "ABLR: neural basis shared by Bayesian linear regression heads (Perrone et al. 2018)",
     ),
     (
         "ablr-sgd-fixed",
-        NoOptions,
+        NeuralOptions,
         "ABLR with a frozen MSE-trained basis (ABRAC paper's ablation), baseline",
     ),
 ):

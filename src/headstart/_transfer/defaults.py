@@ -27,5 +27,6 @@ STACKGP_ALPHA = 1.0  # [Vizier] Sec. 3.3: the relative weight of a level's own d
 
 # --- ABLR / ABRAC (headstart._transfer.neural) -----------------------------------------------------
 NEURAL_ACTIVE = "n_obs"  # ABRAC's active basis r = min(n, 20): our reading, the paper states none
+NEURAL_RESIDUAL = False  # the papers' methods; True adds a Matérn GP beside the head (issue 32)
 NEURAL_TRUNCATION = "uniform"  # nested dropout's truncation distribution
 NEURAL_BASES = ("nested", "ablr", "plain")  # how the basis is trained (features.train_features)

@@ -19,6 +19,9 @@ are three presets of them):
   interpolate noise with unused directions, which is the over-fitting ABRAC is built to avoid.
   ``"all"`` is the paper's "ABRAC fixed" ablation; an integer fixes ``r``.
 * ``truncation``: nested dropout's distribution (``"uniform"`` or ``"geometric"``).
+* ``residual``: a Matérn GP beside the head, ``f = phi^T w + g`` (:mod:`.neural_residual`),
+  fitted with it by MAP: what the frozen basis cannot represent, the residual learns from the
+  target's data, so the model refines as GP-BO does when the target data grow (issue 32).
 
 The prior (no target data) is ``w ~ N(0, A^{-1})``: mean 0 everywhere, so the engine starts with
 an initial design (3 points, as in the ABRAC paper). The predictive variance includes the noise
@@ -38,6 +41,7 @@ from headstart._engine.numerics import check_training_data, standardize
 from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
 from headstart._transfer.defaults import NEURAL_ACTIVE, NEURAL_BASES, NEURAL_TRUNCATION
 from headstart._transfer.features import N_BASIS, FeatureNet, train_features
+from headstart._transfer.neural_residual import fit_residual
 
 MIN_SOURCE_POINTS = 20  # fewer source evaluations than this cannot train 20 basis functions
 CACHE_PREFIX = "neural-features/v1"
@@ -102,6 +106,8 @@ class NeuralTransfer:
         cache: A model cache: the trained network is stored under the sources' hash and reused.
         truncation: Nested dropout's distribution (``"uniform"`` or ``"geometric"``).
         net: An already trained basis (skips the training).
+        residual: A Matérn GP beside the head (:mod:`.neural_residual`).
+        deterministic: The objective is noise-free (the residual model's noise is pinned).
     """
 
     informative_prior = False
@@ -119,6 +125,7 @@ class NeuralTransfer:
         cache: Any = None,
         truncation: str = NEURAL_TRUNCATION,
         net: FeatureNet | None = None,
+        residual: bool = False,
     ) -> None:
         if basis not in NEURAL_BASES:
             raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
@@ -132,8 +139,11 @@ class NeuralTransfer:
                 self.meta_tasks, basis, seed=seed, cache=cache, truncation=truncation
             )
         )
+        self.residual, self.deterministic = bool(residual), bool(deterministic)
         self._theta: np.ndarray | None = None
-        self._last: NeuralPosterior | None = None
+        self._residual_theta: np.ndarray | None = None
+        self._head: BLRFit | None = None
+        self._last: Any = None
 
     def n_active(self, n: int) -> int:
         """Basis functions the head uses after ``n`` target observations."""
@@ -152,17 +162,35 @@ class NeuralTransfer:
         n_params = (r if self.ard else 1) + 1
         warm = self._theta is not None and len(self._theta) == n_params
         fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None)
-        self._theta = theta_of(fit, self.ard)
-        self._last = NeuralPosterior(self.net, r, fit, Phi, y)
+        self._theta, self._head = theta_of(fit, self.ard), fit
+        if self.residual:
+            self._last = fit_residual(
+                self.net,
+                r,
+                train_X,
+                y,
+                self.is_cat,
+                fit,
+                ard=self.ard,
+                deterministic=self.deterministic,
+                init=self._residual_theta,
+            )
+            self._residual_theta = self._last.theta
+        else:
+            self._last = NeuralPosterior(self.net, r, fit, Phi, y)
         return self._last, y
 
     def state(self) -> dict[str, Any]:
-        return {} if self._theta is None else {"theta": self._theta.tolist()}
+        out = {} if self._theta is None else {"theta": self._theta.tolist()}
+        if self._residual_theta is not None:
+            out["residual_theta"] = self._residual_theta.tolist()
+        return out
 
     def load_state(self, state: dict[str, Any]) -> None:
-        theta = state.get("theta")
-        if isinstance(theta, list) and all(isinstance(v, int | float) for v in theta):
-            self._theta = np.asarray(theta, dtype=np.float64)
+        for key, attr in (("theta", "_theta"), ("residual_theta", "_residual_theta")):
+            theta = state.get(key)
+            if isinstance(theta, list) and all(isinstance(v, int | float) for v in theta):
+                setattr(self, attr, np.asarray(theta, dtype=np.float64))
 
     def diagnostics(self) -> dict[str, Any]:
         """Each source's training error, and the head: active basis, ARD precisions, noise."""
@@ -172,14 +200,23 @@ class NeuralTransfer:
                 zip([t.name for t in self.meta_tasks], self.net.source_rmse, strict=False)
             ),
         }
-        if self._last is not None:
-            fit = self._last.fit
+        if self._last is not None and self._head is not None:
+            fit = self._head
             out["head"] = {
                 "basis": self.basis,
                 "active_basis": self._last.r,
                 "ard_precisions": fit.alpha.tolist(),
                 "noise_variance": 1.0 / fit.beta,
             }
+            if self.residual:
+                post = self._last
+                out["head"]["residual"] = {
+                    "outputscale": post.s,
+                    "lengthscales": post.lengthscales.tolist(),
+                    "noise_variance": post.noise,
+                    "log_evidence": post.mll,
+                    "head_log_evidence": -fit.nll,
+                }
         return out
 
 

@@ -328,11 +328,13 @@ def run_headstart_mtgp(task: Task, seed: int, budget: int) -> list[dict[str, Any
     return _run_transfer(task, seed, budget, "mtgp")
 
 
-def _neural_method(method: str) -> Method:
+def _neural_method(method: str, suffix: str = "", **options: Any) -> Method:
     def run(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-        return _run_headstart(task, seed, budget, method, transfer_from=list(task.meta_tasks))
+        return _run_headstart(
+            task, seed, budget, method, transfer_from=list(task.meta_tasks), **options
+        )
 
-    run.__name__ = f"run_headstart_{method.replace('-', '_')}"
+    run.__name__ = f"run_headstart_{(method + suffix).replace('-', '_')}"
     run.__qualname__ = run.__name__
     return run
 
@@ -340,6 +342,9 @@ def _neural_method(method: str) -> Method:
 run_headstart_abrac = _neural_method("abrac")
 run_headstart_ablr = _neural_method("ablr")
 run_headstart_ablr_sgd_fixed = _neural_method("ablr-sgd-fixed")
+# issue 32: a Matérn GP beside the head (options residual=True)
+run_headstart_abrac_residual = _neural_method("abrac", "-residual", residual=True)
+run_headstart_ablr_residual = _neural_method("ablr", "-residual", residual=True)
 
 
 # --- MPHD on pool-based HPO-B tasks (benchmarks/mphd.py) -----------------------------------------
@@ -681,6 +686,8 @@ register_method("prior-sampling", run_prior_sampling)
 register_method("headstart-abrac", run_headstart_abrac)
 register_method("headstart-ablr", run_headstart_ablr)
 register_method("headstart-ablr-sgd-fixed", run_headstart_ablr_sgd_fixed)
+register_method("headstart-abrac-residual", run_headstart_abrac_residual)
+register_method("headstart-ablr-residual", run_headstart_ablr_residual)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-gp-hand", run_headstart_gp_hand)

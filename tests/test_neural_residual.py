@@ -1,0 +1,147 @@
+"""The residual GP beside the neural basis (issue 32) against brute-force Gaussian algebra."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR
+from headstart._gp.kernels import matern52_np
+from headstart._transfer.blr import blr_at
+from headstart._transfer.features import FeatureNet
+from headstart._transfer.neural_residual import (
+    ResidualPosterior,
+    fit_residual,
+    neg_log_posterior,
+)
+
+IS_CAT = np.array([False, False, True])
+
+
+def _net(seed=0, d_in=3, hidden=7, r=4):
+    rng = np.random.default_rng(seed)
+    layers = (
+        (rng.standard_normal((hidden, d_in)), rng.standard_normal(hidden)),
+        (rng.standard_normal((r, hidden)) / 2, rng.standard_normal(r)),
+    )
+    return FeatureNet(layers, "nested")
+
+
+def _data(n=9, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    X[:, 2] = rng.integers(0, 3, n) / 2  # a categorical column (codes)
+    y = np.sin(4 * X[:, 0]) + X[:, 1] ** 2 + 0.3 * X[:, 2]
+    return X, (y - y.mean()) / y.std()
+
+
+def _theta(k=4):
+    return np.concatenate([np.linspace(-0.5, 0.7, k), [-1.0, 0.2, 0.4], [math.log(0.3), -4.0]])
+
+
+def _brute_kernel(post, A, B):
+    FA, FB = post.net.features(A)[:, : post.r], post.net.features(B)[:, : post.r]
+    diff = A[:, None, :] - B[None, :, :]
+    sq = np.where(IS_CAT, diff != 0, diff * diff)
+    return (FA * post.inv_alpha) @ FB.T + post.s * matern52_np(sq @ post.w)[0]
+
+
+@pytest.mark.parametrize("k", [4, 1])  # ARD head (ABRAC) and one precision (ABLR)
+def test_objective_is_the_gp_evidence_plus_the_residual_prior_with_its_gradient(k):
+    net, (X, y) = _net(), _data()
+    theta = _theta(k)
+    Phi = net.features(X)
+    value, grad = neg_log_posterior(theta, Phi, X, y, IS_CAT, k)
+    post = ResidualPosterior(net, 4, X, y, IS_CAT, theta)
+    K = _brute_kernel(post, X, X) + post.noise * np.eye(len(y))
+    nll = -scipy.stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+    prior = SCAML_TEST_HYPERPRIOR.log_prob(
+        theta[None, k : k + 3], theta[None, k + 3], theta[None, k + 4]
+    )
+    assert value == pytest.approx(nll - float(np.asarray(prior)[0]), rel=1e-9)
+    assert post.mll == pytest.approx(-nll, rel=1e-9)
+    eps = 1e-6
+    numeric = [
+        (
+            neg_log_posterior(theta + eps * e, Phi, X, y, IS_CAT, k)[0]
+            - neg_log_posterior(theta - eps * e, Phi, X, y, IS_CAT, k)[0]
+        )
+        / (2 * eps)
+        for e in np.eye(len(theta))
+    ]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_posterior_is_gaussian_conditioning_and_its_gradient_matches_differences():
+    net, (X, y) = _net(), _data()
+    post = ResidualPosterior(net, 4, X, y, IS_CAT, _theta())
+    Xs = _data(n=5, seed=7)[0]
+    K = _brute_kernel(post, X, X) + post.noise * np.eye(len(y))
+    ks = _brute_kernel(post, Xs, X)
+    mean = ks @ np.linalg.solve(K, y)
+    cov = _brute_kernel(post, Xs, Xs) - ks @ np.linalg.solve(K, ks.T)
+    got_mean, got_var = post.posterior(Xs)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got_var, np.diag(cov), rtol=1e-7, atol=1e-10)
+    _, jc = post.joint_posterior(Xs)
+    np.testing.assert_allclose(jc, cov, rtol=1e-7, atol=1e-10)
+    m, _, dm, dv = post.posterior_and_grad(Xs)
+    np.testing.assert_allclose(m, mean, rtol=1e-8, atol=1e-10)
+    eps = 1e-6
+    for j in (0, 1):  # numeric columns; the categorical one is searched discretely
+        e = np.zeros(3)
+        e[j] = eps
+        mp, vp = post.posterior(Xs + e)
+        mm, vm = post.posterior(Xs - e)
+        np.testing.assert_allclose(dm[:, j], (mp - mm) / (2 * eps), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(dv[:, j], (vp - vm) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+def test_without_the_residual_the_model_is_the_blr_head():
+    net, (X, y) = _net(), _data()
+    theta = _theta()
+    theta[-2] = -40.0  # s = e^-40: no residual
+    post = ResidualPosterior(net, 4, X, y, IS_CAT, theta)
+    head = blr_at(np.concatenate([theta[:4], [-theta[-1]]]), net.features(X), y)
+    Xs = _data(n=5, seed=7)[0]
+    mean, var = head.predict(net.features(Xs), noise=False)
+    got_mean, got_var = post.posterior(Xs)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got_var, var, rtol=1e-6, atol=1e-8)
+
+
+def test_fantasize_equals_conditioning_on_the_union():
+    net, (X, y) = _net(), _data()
+    post = ResidualPosterior(net, 4, X[:6], y[:6], IS_CAT, _theta())
+    both = post.fantasize(X[6:], y[6:])
+    ref = ResidualPosterior(net, 4, X, y, IS_CAT, _theta())
+    Xs = _data(n=5, seed=7)[0]
+    for a, b in zip(both.posterior(Xs), ref.posterior(Xs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_the_residual_takes_what_the_basis_cannot_represent():
+    """A basis that ignores column 1 cannot fit y = x_1: the BLR head leaves it as noise, the
+    residual GP learns it (higher evidence, small error away from the data)."""
+    rng = np.random.default_rng(3)
+    W1 = rng.standard_normal((6, 3))
+    W1[:, 1] = 0.0  # the basis never sees x_1
+    net = FeatureNet(
+        ((W1, rng.standard_normal(6)), (rng.standard_normal((4, 6)), np.zeros(4))), "nested"
+    )
+    X = rng.random((30, 3))
+    X[:, 2] = 0.0
+    y = np.sin(3 * X[:, 1])
+    y = (y - y.mean()) / y.std()
+    from headstart._transfer.blr import fit_blr
+
+    head = fit_blr(net.features(X), y)
+    post = fit_residual(net, 4, X, y, np.zeros(3, bool), head, ard=True)
+    assert post.mll > -head.nll + 20
+    Xs = rng.random((50, 3))
+    Xs[:, 2] = 0.0
+    ys = (np.sin(3 * Xs[:, 1]) - np.sin(3 * X[:, 1]).mean()) / np.sin(3 * X[:, 1]).std()
+    assert np.sqrt(np.mean((post.posterior(Xs)[0] - ys) ** 2)) < 0.1
