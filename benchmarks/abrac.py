@@ -29,9 +29,10 @@ import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 METHODS = (
-    "headstart-abrac,headstart-ablr,headstart-ablr-sgd-fixed,headstart-scaml-default,"
-    "headstart-rgpe,headstart-gp,headstart-random"
+    "headstart-abrac,headstart-ablr,headstart-ablr-sgd-fixed,headstart-abrac-residual,"
+    "headstart-ablr-residual,headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
 )
+LONG_METHODS = "headstart-abrac,headstart-abrac-residual,headstart-gp"
 BUDGETS = {"forrester-loo": 15, "quadratic-loo": 50}
 SEEDS = {"forrester-loo": 20, "quadratic-loo": 10}  # every task held out once or twice / 10 of 30
 CHECKPOINTS = {"forrester-loo": (3, 5, 10, 15), "quadratic-loo": (5, 10, 25, 50)}
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=0, help="override the seeds of both families")
     p.add_argument("--long-budget", type=int, default=300)
     p.add_argument("--long-seeds", type=int, default=2)
+    p.add_argument("--long-methods", default=LONG_METHODS)
     p.add_argument("--scaling", default="10,50,100,200")
     p.add_argument("--scaling-points", type=int, default=1000)
     p.add_argument("--scaml-max", type=int, default=50, help="largest M ScaML-GP is fitted on")
@@ -193,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     long_csv = args.out / "abrac_long.csv"
     if "long" not in skip:
         run_benchmark(
-            ["headstart-abrac", "headstart-gp"],
+            [m for m in args.long_methods.split(",") if m],
             ["quadratic-loo"],
             range(args.long_seeds),
             args.long_budget,
