@@ -6,7 +6,10 @@ r"""ABRAC and ABLR against ScaML-GP, RGPE, GP-BO and random search (issue 15).
    budget 50; the claim is about trial 10). Mean regret and mean rank per trial.
 2. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` with a long budget, seconds
    per suggestion.
-3. **Scaling**: M = 10 ... 200 source tasks x 1,000 points: ABRAC's basis training and ScaML-GP's
+3. **FC-Net tables**, leave one dataset out with 1,024 configurations per source (the ABRAC
+   paper's tabular study; ``fcnet-<dataset>-n1024``), budget 30: mean regret and mean rank at
+   trials 10 and 25 per data set and over all four (``abrac_tables.csv``).
+4. **Scaling**: M = 10 ... 200 source tasks x 1,000 points: ABRAC's basis training and ScaML-GP's
    meta-fit, and the suggestion time at 20 target points, as ratios in the same run.
 
 Resumable (the regret CSVs keep finished jobs). Writes ``<out>/abrac{.csv,.md,.png}``,
@@ -34,8 +37,14 @@ METHODS = (
 )
 LONG_METHODS = "headstart-abrac,headstart-abrac-residual,headstart-gp"
 BUDGETS = {"forrester-loo": 15, "quadratic-loo": 50}
+TABLES = tuple(f"fcnet-{d}-n1024" for d in ("slice", "protein", "naval", "parkinsons"))
+TABLE_BUDGET, TABLE_SEEDS, TABLE_POINTS = 30, 3, (10, 25)
 SEEDS = {"forrester-loo": 20, "quadratic-loo": 10}  # every task held out once or twice / 10 of 30
-CHECKPOINTS = {"forrester-loo": (3, 5, 10, 15), "quadratic-loo": (5, 10, 25, 50)}
+CHECKPOINTS = {
+    "forrester-loo": (3, 5, 10, 15),
+    "quadratic-loo": (5, 10, 25, 50),
+    **{t: TABLE_POINTS for t in TABLES},
+}
 
 
 def regret_tables(frame) -> str:
@@ -77,6 +86,28 @@ def regret_tables(frame) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def overall_ranks(frame, points) -> str:
+    """Mean rank per method over every (task, seed) at ``points``: the methods ordered by best
+    value on each run (1 = best)."""
+    rows = frame.assign(
+        rank=frame.groupby(["task", "seed", "iteration"])["best_value"].rank(method="average")
+    )
+    sel = rows[rows["iteration"].isin(points)]
+    rank = sel.groupby(["method", "iteration"])["rank"].mean().unstack()
+    runs = sel.groupby("method").apply(lambda g: g[["task", "seed"]].drop_duplicates().shape[0])
+    lines = [
+        f"### All FC-Net tasks ({runs.max()} runs: tasks x seeds)",
+        "",
+        "| method | " + " | ".join(f"mean rank t={t}" for t in points) + " |",
+        "|---|" + "---:|" * len(points),
+    ]
+    for method in rank.sort_values(points[-1]).index:
+        lines.append(
+            f"| {method} | " + " | ".join(f"{rank.loc[method, t]:.2f}" for t in points) + " |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def condition_seconds(surrogate, X, y, rng, repeats: int = 3) -> float:
@@ -164,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scaml-max", type=int, default=50, help="largest M ScaML-GP is fitted on")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
-    p.add_argument("--skip", default="", help="comma-separated parts to skip: regret,long,scaling")
+    p.add_argument("--table-seeds", type=int, default=TABLE_SEEDS)
+    p.add_argument(
+        "--skip", default="", help="comma-separated parts to skip: regret,tables,long,scaling"
+    )
     args = p.parse_args(argv)
     from headstart.benchmarks.report import regret_plot
     from headstart.benchmarks.runner import read_results, run_benchmark
@@ -192,6 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         frame = read_results(csv_path)
         regret_plot(frame, args.out / "abrac.png", ncols=2)
         text.append(regret_tables(frame))
+    tables_csv = args.out / "abrac_tables.csv"
+    if "tables" not in skip:
+        run_benchmark(
+            methods, list(TABLES), range(args.table_seeds), TABLE_BUDGET, tables_csv,
+            workers=args.workers,
+        )  # fmt: skip
+    if tables_csv.exists():
+        tables = read_results(tables_csv)
+        text += ["## FC-Net, leave one dataset out (1,024 configurations per source)", ""]
+        text += [regret_tables(tables), overall_ranks(tables, TABLE_POINTS)]
     long_csv = args.out / "abrac_long.csv"
     if "long" not in skip:
         run_benchmark(

@@ -301,6 +301,8 @@ for _bench, _datasets in DATASETS.items():
         register_task(table_family(_bench, _short))
         for _k in (1, 2):  # the "few sources" setting
             register_task(table_family(_bench, _short, n_sources=_k))
+for _short in DATASETS["fcnet"]:  # the ABRAC paper's tabular study: 1,024 per source (issue 32)
+    register_task(table_family("fcnet", _short, n_per_meta=1024))
 
 __all__ = [
     "DATASETS",
