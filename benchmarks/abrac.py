@@ -33,7 +33,8 @@ import numpy as np
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 METHODS = (
     "headstart-abrac,headstart-ablr,headstart-ablr-sgd-fixed,headstart-abrac-residual,"
-    "headstart-ablr-residual,headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
+    "headstart-ablr-residual,headstart-abrac-residual-mean,headstart-ablr-residual-mean,"
+    "headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
 )
 LONG_METHODS = "headstart-abrac,headstart-abrac-residual,headstart-gp"
 BUDGETS = {"forrester-loo": 15, "quadratic-loo": 50}

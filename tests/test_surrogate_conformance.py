@@ -79,7 +79,7 @@ def _net(variant: str, categorical: bool):
         return load_or_train(make_tasks(categorical), PRESETS[variant][0], seed=0)
 
 
-def _neural(variant: str, residual: bool = False):
+def _neural(variant: str, residual: bool = False, source_mean: bool = False):
     from headstart._methods.neural import PRESETS
     from headstart._transfer.neural import NeuralTransfer
 
@@ -90,6 +90,7 @@ def _neural(variant: str, residual: bool = False):
         ard=PRESETS[variant][1],
         net=_net(variant, bool(np.any(is_cat))),
         residual=residual,
+        source_mean=source_mean,
     )
 
 
@@ -122,6 +123,8 @@ BUILDERS = {
     "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
     "abrac-residual": _neural("abrac", residual=True),
     "ablr-residual": _neural("ablr", residual=True),
+    "abrac-mean": _neural("abrac", source_mean=True),
+    "ablr-residual-mean": _neural("ablr", residual=True, source_mean=True),
 }
 CATEGORICAL = (
     "matern",
@@ -132,6 +135,7 @@ CATEGORICAL = (
     "stackgp",
     "abrac",
     "abrac-residual",
+    "abrac-mean",
 )  # grammar: numeric-only
 # posteriors that condition on pending points without a refit; the others use the constant liar
 FANTASIZING = {
@@ -144,6 +148,8 @@ FANTASIZING = {
     "ablr-sgd-fixed",
     "abrac-residual",
     "ablr-residual",
+    "abrac-mean",
+    "ablr-residual-mean",
 }
 CASES = [*BUILDERS, *(f"{name}-cat" for name in CATEGORICAL)]
 

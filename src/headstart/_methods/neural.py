@@ -35,9 +35,11 @@ class NeuralOptions(MethodOptions):
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
+    source_mean: bool = False
 
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
+        check_bool("source_mean", self.source_mean)
 
 
 @dataclass(frozen=True)

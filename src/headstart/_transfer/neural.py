@@ -92,6 +92,54 @@ class NeuralPosterior:
         return NeuralPosterior(self.net, self.r, blr_at(theta, Phi, yy), Phi, yy)
 
 
+class ShiftedPosterior:
+    r"""A posterior whose prior mean is ``phi(x)^T w0`` instead of 0: ``inner`` models
+    ``y - Phi w0`` (:attr:`NeuralTransfer.source_mean`); means and their gradients add
+    ``phi(x)^T w0``, variances are unchanged."""
+
+    def __init__(self, inner, net: FeatureNet, r: int, w0: np.ndarray) -> None:
+        self.inner, self.net, self.r, self.w0 = inner, net, r, w0[:r]
+        self.outputscale = inner.outputscale
+        self.lengthscales = inner.lengthscales
+        self.includes_noise = inner.includes_noise
+        if hasattr(inner, "min_separation"):
+            self.min_separation = inner.min_separation
+
+    def _offset(self, X):
+        return self.net.features(np.atleast_2d(X))[:, : self.r] @ self.w0
+
+    def posterior(self, X):
+        mean, var = self.inner.posterior(X)
+        return mean + self._offset(X), var
+
+    def posterior_and_grad(self, X):
+        mean, var, dmean, dvar = self.inner.posterior_and_grad(X)
+        F, J = self.net.features_and_jacobian(np.atleast_2d(X))
+        return (
+            mean + F[:, : self.r] @ self.w0,
+            var,
+            dmean + np.einsum("mrd,r->md", J[:, : self.r], self.w0),
+            dvar,
+        )
+
+    def joint_posterior(self, X):
+        mean, cov = self.inner.joint_posterior(X)
+        return mean + self._offset(X), cov
+
+    def fantasize(self, X, y):
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        return ShiftedPosterior(
+            self.inner.fantasize(X, y - self._offset(X)), self.net, self.r, self.w0
+        )
+
+
+def source_mean_weights(net: FeatureNet, meta_tasks, ard: bool) -> np.ndarray:
+    r"""The average of the sources' own head means on the basis: ``w0 = mean_t m_t``, each
+    ``m_t`` the posterior mean of a BLR head fitted to source ``t`` (standardized values)."""
+    heads = [fit_blr(net.features(X), y, ard=ard).mean_w for X, y in _training_data(meta_tasks)]
+    return np.mean(heads, axis=0)
+
+
 class NeuralTransfer:
     r"""ABLR / ABRAC surrogate (module docstring).
 
@@ -126,6 +174,7 @@ class NeuralTransfer:
         truncation: str = NEURAL_TRUNCATION,
         net: FeatureNet | None = None,
         residual: bool = False,
+        source_mean: bool = False,
     ) -> None:
         if basis not in NEURAL_BASES:
             raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
@@ -140,6 +189,9 @@ class NeuralTransfer:
             )
         )
         self.residual, self.deterministic = bool(residual), bool(deterministic)
+        self.source_mean = (
+            source_mean_weights(self.net, self.meta_tasks, self.ard) if source_mean else None
+        )
         self._theta: np.ndarray | None = None
         self._residual_theta: np.ndarray | None = None
         self._head: BLRFit | None = None
@@ -156,9 +208,10 @@ class NeuralTransfer:
 
     def condition(self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator):
         check_training_data(train_X, train_y)
-        y = standardize(train_y)[0]
-        r = self.n_active(len(y))
+        y_model = standardize(train_y)[0]
+        r = self.n_active(len(y_model))
         Phi = self.net.features(train_X)[:, :r]
+        y = y_model if self.source_mean is None else y_model - Phi @ self.source_mean[:r]
         n_params = (r if self.ard else 1) + 1
         warm = self._theta is not None and len(self._theta) == n_params
         fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None)
@@ -178,7 +231,9 @@ class NeuralTransfer:
             self._residual_theta = self._last.theta
         else:
             self._last = NeuralPosterior(self.net, r, fit, Phi, y)
-        return self._last, y
+        if self.source_mean is not None:
+            return ShiftedPosterior(self._last, self.net, r, self.source_mean), y_model
+        return self._last, y_model
 
     def state(self) -> dict[str, Any]:
         out = {} if self._theta is None else {"theta": self._theta.tolist()}

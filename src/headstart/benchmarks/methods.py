@@ -345,6 +345,13 @@ run_headstart_ablr_sgd_fixed = _neural_method("ablr-sgd-fixed")
 # issue 32: a Matérn GP beside the head (options residual=True)
 run_headstart_abrac_residual = _neural_method("abrac", "-residual", residual=True)
 run_headstart_ablr_residual = _neural_method("ablr", "-residual", residual=True)
+# ... and the head's prior mean at the sources' average head (source_mean=True)
+run_headstart_abrac_residual_mean = _neural_method(
+    "abrac", "-residual-mean", residual=True, source_mean=True
+)
+run_headstart_ablr_residual_mean = _neural_method(
+    "ablr", "-residual-mean", residual=True, source_mean=True
+)
 
 
 # --- MPHD on pool-based HPO-B tasks (benchmarks/mphd.py) -----------------------------------------
@@ -688,6 +695,8 @@ register_method("headstart-ablr", run_headstart_ablr)
 register_method("headstart-ablr-sgd-fixed", run_headstart_ablr_sgd_fixed)
 register_method("headstart-abrac-residual", run_headstart_abrac_residual)
 register_method("headstart-ablr-residual", run_headstart_ablr_residual)
+register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_mean)
+register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-gp-hand", run_headstart_gp_hand)
