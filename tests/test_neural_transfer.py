@@ -203,3 +203,40 @@ def test_residual_must_be_a_bool_and_is_refused_before_anything_is_stored(tmp_pa
     with pytest.raises(hs.InvalidSettingError, match="residual"):
         hs.create_study("t", space, storage=url, method="ablr", transfer_from=frames, residual=1)
     assert hs.storage.get_storage(url).list_studies() == []
+
+
+def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it():
+    """source_mean=True: the head's prior mean is phi^T w0, w0 the mean of the sources' own head
+    means; with identical sources, the posterior after 3 target points predicts the shared
+    function better than the zero-mean head (RMSE after an affine map: 0.57 vs 0.72 here)."""
+    from headstart._transfer.blr import fit_blr
+    from headstart._transfer.neural import source_mean_weights
+
+    rng = np.random.default_rng(4)
+
+    def f(x):
+        return (6 * x - 2) ** 2 * np.sin(12 * x - 4)
+
+    tasks = [MetaTask(f"s{t}", x[:, None], f(x)) for t, x in enumerate(rng.random((4, 30)))]
+    net = load_or_train(tasks, "nested")
+    w0 = source_mean_weights(net, tasks, ard=True)
+    standardized = [(t.X, (t.y.mean() - t.y) / t.y.std()) for t in tasks]  # maximize convention
+    expected = np.mean([fit_blr(net.features(X), y).mean_w for X, y in standardized], axis=0)
+    np.testing.assert_allclose(w0, expected)
+    X = np.array([[0.1], [0.5], [0.9]])
+    grid = np.linspace(0, 1, 201)[:, None]
+    truth = f(grid[:, 0])
+    errors = {}
+    for source_mean in (False, True):
+        model = NeuralTransfer(tasks, np.zeros(1, bool), net=net, source_mean=source_mean)
+        post, _ = model.condition(X, -f(X[:, 0]), np.random.default_rng(0))  # maximized
+        mean = -post.posterior(grid)[0]
+        scale = np.polyfit(mean, truth, 1)  # compare shapes: the units are the 3 points'
+        errors[source_mean] = np.sqrt(np.mean((np.polyval(scale, mean) - truth) ** 2))
+        _, _, dm, _ = post.posterior_and_grad(grid[50:53])
+        eps = 1e-6
+        numeric = (post.posterior(grid[50:53] + eps)[0] - post.posterior(grid[50:53] - eps)[0]) / (
+            2 * eps
+        )
+        np.testing.assert_allclose(dm[:, 0], numeric, rtol=1e-4, atol=1e-6)
+    assert errors[True] < 0.9 * errors[False]

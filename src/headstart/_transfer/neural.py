@@ -95,10 +95,11 @@ class NeuralPosterior:
 class ShiftedPosterior:
     r"""A posterior whose prior mean is ``phi(x)^T w0`` instead of 0: ``inner`` models
     ``y - Phi w0`` (:attr:`NeuralTransfer.source_mean`); means and their gradients add
-    ``phi(x)^T w0``, variances are unchanged."""
+    ``phi(x)^T w0``, variances are unchanged. The prior mean uses every basis function, also
+    those an ABRAC head does not fit yet."""
 
-    def __init__(self, inner, net: FeatureNet, r: int, w0: np.ndarray) -> None:
-        self.inner, self.net, self.r, self.w0 = inner, net, r, w0[:r]
+    def __init__(self, inner, net: FeatureNet, w0: np.ndarray) -> None:
+        self.inner, self.net, self.w0 = inner, net, w0
         self.outputscale = inner.outputscale
         self.lengthscales = inner.lengthscales
         self.includes_noise = inner.includes_noise
@@ -106,7 +107,7 @@ class ShiftedPosterior:
             self.min_separation = inner.min_separation
 
     def _offset(self, X):
-        return self.net.features(np.atleast_2d(X))[:, : self.r] @ self.w0
+        return self.net.features(np.atleast_2d(X)) @ self.w0
 
     def posterior(self, X):
         mean, var = self.inner.posterior(X)
@@ -115,12 +116,7 @@ class ShiftedPosterior:
     def posterior_and_grad(self, X):
         mean, var, dmean, dvar = self.inner.posterior_and_grad(X)
         F, J = self.net.features_and_jacobian(np.atleast_2d(X))
-        return (
-            mean + F[:, : self.r] @ self.w0,
-            var,
-            dmean + np.einsum("mrd,r->md", J[:, : self.r], self.w0),
-            dvar,
-        )
+        return mean + F @ self.w0, var, dmean + np.einsum("mrd,r->md", J, self.w0), dvar
 
     def joint_posterior(self, X):
         mean, cov = self.inner.joint_posterior(X)
@@ -128,9 +124,7 @@ class ShiftedPosterior:
 
     def fantasize(self, X, y):
         y = np.asarray(y, dtype=np.float64).reshape(-1)
-        return ShiftedPosterior(
-            self.inner.fantasize(X, y - self._offset(X)), self.net, self.r, self.w0
-        )
+        return ShiftedPosterior(self.inner.fantasize(X, y - self._offset(X)), self.net, self.w0)
 
 
 def source_mean_weights(net: FeatureNet, meta_tasks, ard: bool) -> np.ndarray:
@@ -211,7 +205,10 @@ class NeuralTransfer:
         y_model = standardize(train_y)[0]
         r = self.n_active(len(y_model))
         Phi = self.net.features(train_X)[:, :r]
-        y = y_model if self.source_mean is None else y_model - Phi @ self.source_mean[:r]
+        if self.source_mean is None:
+            y = y_model
+        else:
+            y = y_model - self.net.features(train_X) @ self.source_mean
         n_params = (r if self.ard else 1) + 1
         warm = self._theta is not None and len(self._theta) == n_params
         fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None)
@@ -232,7 +229,7 @@ class NeuralTransfer:
         else:
             self._last = NeuralPosterior(self.net, r, fit, Phi, y)
         if self.source_mean is not None:
-            return ShiftedPosterior(self._last, self.net, r, self.source_mean), y_model
+            return ShiftedPosterior(self._last, self.net, self.source_mean), y_model
         return self._last, y_model
 
     def state(self) -> dict[str, Any]:
