@@ -181,12 +181,15 @@ def test_the_basis_is_trained_at_create_study_not_inside_an_ask(monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:The sources seem to mislead")  # ABRAC's head: issue 32
 def test_abrac_does_not_propose_near_duplicates():
-    """Issue 27: four trials within 0.02 of each other; model suggestions now keep
-    MIN_SEPARATION from every evaluated point in at least one column."""
+    """Issue 27: four trials within 0.02 of each other; the paper's head (no residual GP) keeps
+    MIN_SEPARATION from every evaluated point in at least one column. (With the residual GP the
+    posterior's variance shrinks near evaluated points, as a GP's, and refinement is allowed.)"""
     from headstart._transfer.neural import MIN_SEPARATION
 
     space, frame = _two_dim_sources()
-    study = hs.create_study("t", space, storage=None, method="abrac", transfer_from=frame, seed=0)
+    study = hs.create_study(
+        "t", space, storage=None, method="abrac", transfer_from=frame, seed=0, residual=False
+    )
     study.optimize(lambda p: (p["x"] - 0.3) ** 2 + p["y"], n_trials=12)
     X = space.encode([t.params for t in study.trials])
     for i in range(3, len(X)):  # the model's suggestions (the first 3 are random)
@@ -228,7 +231,9 @@ def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it(
     truth = f(grid[:, 0])
     errors = {}
     for source_mean in (False, True):
-        model = NeuralTransfer(tasks, np.zeros(1, bool), net=net, source_mean=source_mean)
+        model = NeuralTransfer(
+            tasks, np.zeros(1, bool), net=net, source_mean=source_mean, residual=False
+        )
         post, _ = model.condition(X, -f(X[:, 0]), np.random.default_rng(0))  # maximized
         mean = -post.posterior(grid)[0]
         scale = np.polyfit(mean, truth, 1)  # compare shapes: the units are the 3 points'

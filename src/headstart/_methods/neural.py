@@ -31,7 +31,10 @@ class NeuralOptions(MethodOptions):
     Attributes:
         residual: A Matérn GP beside the head (``f = phi^T w + g``, fitted with it by MAP;
             :mod:`headstart._transfer.neural_residual`), so the model refines past what the
-            frozen basis represents. ``False`` is the paper's method.
+            frozen basis represents (default). ``False`` is the paper's method: faster (no
+            ``n x n`` matrix), but it stalls where the basis does.
+        source_mean: Centre the head's prior at the sources' average head instead of 0 (off:
+            better on quadratic-loo, worse on forrester-loo, no better on the FC-Net tables).
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL

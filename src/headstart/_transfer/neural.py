@@ -39,7 +39,12 @@ import numpy as np
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
-from headstart._transfer.defaults import NEURAL_ACTIVE, NEURAL_BASES, NEURAL_TRUNCATION
+from headstart._transfer.defaults import (
+    NEURAL_ACTIVE,
+    NEURAL_BASES,
+    NEURAL_RESIDUAL,
+    NEURAL_TRUNCATION,
+)
 from headstart._transfer.features import N_BASIS, FeatureNet, train_features
 from headstart._transfer.neural_residual import fit_residual
 
@@ -167,7 +172,7 @@ class NeuralTransfer:
         cache: Any = None,
         truncation: str = NEURAL_TRUNCATION,
         net: FeatureNet | None = None,
-        residual: bool = False,
+        residual: bool = NEURAL_RESIDUAL,
         source_mean: bool = False,
     ) -> None:
         if basis not in NEURAL_BASES:
