@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             if {m, "headstart-gp"} <= set(late.index):
                 text.append(
                     f"GP / {m} time per suggestion over the last 50: "
-                    f"{late['headstart-gp'] / late[m]:.1f}x.\n"
+                    f"{late['headstart-gp'] / late[m]:.2f}x.\n"
                 )
     scaling_csv = args.out / "abrac_scaling.csv"
     if "scaling" not in skip or scaling_csv.exists():

@@ -38,6 +38,7 @@ import numpy as np
 
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
+from headstart._gp.surrogate import default_refit_due
 from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
 from headstart._transfer.defaults import (
     NEURAL_ACTIVE,
@@ -193,6 +194,7 @@ class NeuralTransfer:
         )
         self._theta: np.ndarray | None = None
         self._residual_theta: np.ndarray | None = None
+        self._n_at_full_fit = 0  # the residual model's last fit from every start
         self._head: BLRFit | None = None
         self._last: Any = None
 
@@ -219,6 +221,12 @@ class NeuralTransfer:
         fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None)
         self._theta, self._head = theta_of(fit, self.ard), fit
         if self.residual:
+            n = len(y)
+            warm_only = self._residual_theta is not None and not default_refit_due(
+                n, self._n_at_full_fit
+            )
+            if not warm_only:
+                self._n_at_full_fit = n
             self._last = fit_residual(
                 self.net,
                 r,
@@ -229,6 +237,7 @@ class NeuralTransfer:
                 ard=self.ard,
                 deterministic=self.deterministic,
                 init=self._residual_theta,
+                warm_only=warm_only,
             )
             self._residual_theta = self._last.theta
         else:

@@ -209,8 +209,12 @@ def fit_residual(
     ard: bool,
     deterministic: bool = False,
     init: np.ndarray | None = None,
+    warm_only: bool = False,
 ) -> ResidualPosterior:
-    """MAP fit of the residual model from the head's fit (and ``init``, a previous ``theta``)."""
+    """MAP fit of the residual model from the head's fit (and ``init``, a previous ``theta``).
+
+    ``warm_only``: fit from ``init`` alone (the caller's schedule decides when the other starts
+    run again, as the Matérn GP's does: :func:`headstart._gp.surrogate.default_refit_due`)."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     Phi = net.features(X)[:, :r]
     d, k = X.shape[1], (r if ard else 1)
@@ -221,7 +225,8 @@ def fit_residual(
     second[-2:] = [0.0, max(log_noise, math.log(1e-2)) if not deterministic else log_noise]
     starts = [first, second]
     if init is not None and len(init) == len(first) and np.isfinite(init).all():
-        starts.append(np.asarray(init, dtype=np.float64))
+        warm = np.asarray(init, dtype=np.float64)
+        starts = [warm] if warm_only else [*starts, warm]
     bounds = [LOG_ALPHA_BOUNDS] * k + [LOG_ELL_BOUNDS] * d + [LOG_S_BOUNDS, LOG_NOISE_BOUNDS]
     if deterministic:
         bounds[-1] = (DETERMINISTIC_LOG_NOISE, DETERMINISTIC_LOG_NOISE)
