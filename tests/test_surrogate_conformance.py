@@ -122,8 +122,7 @@ BUILDERS = {
     "ablr": _neural("ablr"),
     "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
     "abrac-residual": _neural("abrac", residual=True),
-    "ablr-residual": _neural("ablr", residual=True),
-    "abrac-mean": _neural("abrac", source_mean=True),
+    "abrac-mean": _neural("abrac", residual=False, source_mean=True),
     "ablr-residual-mean": _neural("ablr", residual=True, source_mean=True),
 }
 CATEGORICAL = (
@@ -135,7 +134,6 @@ CATEGORICAL = (
     "stackgp",
     "abrac",
     "abrac-residual",
-    "abrac-mean",
 )  # grammar: numeric-only
 # posteriors that condition on pending points without a refit; the others use the constant liar
 FANTASIZING = {
@@ -147,7 +145,6 @@ FANTASIZING = {
     "ablr",
     "ablr-sgd-fixed",
     "abrac-residual",
-    "ablr-residual",
     "abrac-mean",
     "ablr-residual-mean",
 }
