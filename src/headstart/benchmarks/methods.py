@@ -348,6 +348,10 @@ run_headstart_ablr_sgd_fixed = _neural_method("ablr-sgd-fixed", residual=False)
 # issue 32: a Matérn GP beside the head, spelt out
 run_headstart_abrac_residual = _neural_method("abrac", "-residual", residual=True)
 run_headstart_ablr_residual = _neural_method("ablr", "-residual", residual=True)
+# ... with every basis function active from the start (the paper's "ABRAC fixed")
+run_headstart_abrac_residual_all = _neural_method(
+    "abrac", "-residual-all", residual=True, active="all"
+)
 # ... and the head's prior mean at the sources' average head (source_mean=True)
 run_headstart_abrac_residual_mean = _neural_method(
     "abrac", "-residual-mean", residual=True, source_mean=True
@@ -697,6 +701,7 @@ register_method("headstart-abrac", run_headstart_abrac)
 register_method("headstart-ablr", run_headstart_ablr)
 register_method("headstart-ablr-sgd-fixed", run_headstart_ablr_sgd_fixed)
 register_method("headstart-abrac-paper", run_headstart_abrac_paper)
+register_method("headstart-abrac-residual-all", run_headstart_abrac_residual_all)
 register_method("headstart-ablr-paper", run_headstart_ablr_paper)
 register_method("headstart-abrac-residual", run_headstart_abrac_residual)
 register_method("headstart-ablr-residual", run_headstart_ablr_residual)
