@@ -85,7 +85,7 @@ def regret_tables(frame) -> str:
             r = regret.loc[ABRAC] / regret.loc["headstart-scaml-default"]
             lines.append(
                 "ABRAC / ScaML-GP mean regret (defaults): "
-                + ", ".join(f"t={t} {r[t]:.2f}" for t in points)
+                + ", ".join(f"t={t} {r[t]:.3g}" for t in points)
                 + "."
             )
         lines.append("")
