@@ -32,10 +32,11 @@ import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 # -paper: the papers' methods (residual=False); -residual: the library's default since issue 32;
-# -residual-mean: also source_mean=True
+# -residual-all: every basis function active from the start; -residual-mean: also source_mean=True
 METHODS = (
     "headstart-abrac-paper,headstart-ablr-paper,headstart-ablr-sgd-fixed,headstart-abrac-residual,"
-    "headstart-ablr-residual,headstart-abrac-residual-mean,headstart-ablr-residual-mean,"
+    "headstart-ablr-residual,headstart-abrac-residual-all,headstart-abrac-residual-mean,"
+    "headstart-ablr-residual-mean,"
     "headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
 )
 LONG_METHODS = "headstart-abrac-paper,headstart-abrac-residual,headstart-gp"
