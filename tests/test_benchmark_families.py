@@ -272,8 +272,10 @@ def test_hpo_families_are_registered_without_loading_tables():
     from headstart.benchmarks import hpo_tables
 
     names = [n for n in TASKS if n.startswith(("fcnet-", "hpobench-mlp-"))]
-    assert len(names) == 12 * 3  # each dataset held out with all, 1 or 2 other datasets
+    # each dataset held out with all, 1 or 2 other datasets; FC-Net also with 1,024 per source
+    assert len(names) == 12 * 3 + 4
     assert {"fcnet-protein", "hpobench-mlp-credit-g", "fcnet-protein-s1"} <= set(names)
+    assert {"fcnet-protein-n1024", "fcnet-naval-n1024"} <= set(names)
     assert get_task("fcnet-slice").space == hpo_tables.table_space("fcnet")
     assert [p.high + 1 for p in get_task("fcnet-slice").space.values()] == [4, 3, 3, 6, 6, 6]
     assert [p.high + 1 for p in get_task("hpobench-mlp-car").space.values()] == [10, 10, 3, 10, 10]
