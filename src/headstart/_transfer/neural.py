@@ -1,7 +1,8 @@
 r"""ABLR and ABRAC as :class:`~headstart._engine.protocols.Surrogate` s: a frozen neural basis,
 trained once on the sources (:mod:`.features`), and a Bayesian linear regression head on the
 target (:mod:`.blr`), refit on every ``condition`` in O(n r^2 + r^3) -- linear in the target's
-observations, with no ``n x n`` matrix.
+observations, with no ``n x n`` matrix -- and, by default, a Matérn GP beside the head
+(``residual``), which costs what GP-BO's GP costs.
 
 Settings (the methods ``abrac``, ``ablr`` and ``ablr-sgd-fixed`` of :mod:`headstart._methods`
 are three presets of them):
@@ -19,9 +20,12 @@ are three presets of them):
   interpolate noise with unused directions, which is the over-fitting ABRAC is built to avoid.
   ``"all"`` is the paper's "ABRAC fixed" ablation; an integer fixes ``r``.
 * ``truncation``: nested dropout's distribution (``"uniform"`` or ``"geometric"``).
-* ``residual``: a Matérn GP beside the head, ``f = phi^T w + g`` (:mod:`.neural_residual`),
-  fitted with it by MAP: what the frozen basis cannot represent, the residual learns from the
-  target's data, so the model refines as GP-BO does when the target data grow (issue 32).
+* ``residual`` (default ``True``): a Matérn GP beside the head, ``f = phi^T w + g``
+  (:mod:`.neural_residual`), fitted with it by MAP: what the frozen basis cannot represent, the
+  residual learns from the target's data, so the model refines as GP-BO does when the target
+  data grow (issue 32). ``False`` is the papers' method.
+* ``source_mean``: the head's prior mean at the sources' average head instead of 0
+  (:class:`ShiftedPosterior`).
 
 The prior (no target data) is ``w ~ N(0, A^{-1})``: mean 0 everywhere, so the engine starts with
 an initial design (3 points, as in the ABRAC paper). The predictive variance includes the noise
