@@ -21,6 +21,7 @@ from headstart._gp.fit_settings import DEFAULT_LIMITS, Limits
 from headstart.exceptions import ModelFittingError, NumericsWarning
 
 BatchedObjective = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+PointObjective = Callable[[np.ndarray], tuple[float, np.ndarray]]
 # What a start whose kernel fails reports to L-BFGS-B (with a zero gradient): far above any real
 # objective (MPHD's learned priors alone can add 1e15), so the line search backs off from it.
 PENALTY = 1e250
@@ -98,4 +99,15 @@ def minimize(
     return xs, np.where(np.isfinite(fs), fs, np.inf)
 
 
-__all__ = ["PENALTY", "minimize"]
+def row_by_row(fun: PointObjective) -> BatchedObjective:
+    """A :data:`BatchedObjective` for :func:`minimize` from ``fun(x) -> (value, gradient)`` of one
+    point: every start's row in turn (for objectives that are not batched themselves)."""
+
+    def batched(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        parts = [fun(row) for row in x]
+        return np.array([v for v, _ in parts]), np.array([g for _, g in parts])
+
+    return batched
+
+
+__all__ = ["PENALTY", "minimize", "row_by_row"]

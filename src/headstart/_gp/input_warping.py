@@ -34,7 +34,7 @@ import numpy as np
 import scipy.linalg
 
 from headstart._gp.exact import prior_and_grad
-from headstart._gp.fit import minimize
+from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS
 from headstart._gp.hyperprior import HyperPrior
 from headstart._gp.kernels import matern52_np
@@ -228,10 +228,7 @@ def fit_warped_gp(
         ]
     )
 
-    def objective(idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        out = [warped_objective_and_grad(row, X, y, is_cat, prior) for row in x]
-        return np.array([v for v, _ in out]), np.stack([g for _, g in out])
-
+    objective = row_by_row(lambda row: warped_objective_and_grad(row, X, y, is_cat, prior))
     return minimize(objective, np.atleast_2d(starts), bounds, limits=MATERN_LIMITS)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from headstart._gp.fit import minimize
+from headstart._gp.fit import minimize, row_by_row
 
 LOG_ALPHA_BOUNDS = (-10.0, 12.0)  # ARD precisions of pruned basis functions grow without bound
 LOG_BETA_BOUNDS = (-6.0, 16.0)
@@ -134,11 +134,7 @@ def fit_blr(
             grad = np.array([grad[:r].sum(), grad[r]])
         return value, grad
 
-    def batched(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        parts = [fun(row) for row in x]
-        return np.array([v for v, _ in parts]), np.array([g for _, g in parts])
-
-    xs, fs = minimize(batched, x0, np.asarray(bounds), penalize_failures=False)
+    xs, fs = minimize(row_by_row(fun), x0, np.asarray(bounds), penalize_failures=False)
     best = xs[int(np.argmin(fs))]
     theta = best if ard else np.concatenate([np.full(r, best[0]), best[1:]])
     return blr_at(theta, Phi, y)

@@ -215,11 +215,9 @@ class NeuralTransfer:
         check_training_data(train_X, train_y)
         y_model = standardize(train_y)[0]
         r = self.n_active(len(y_model))
-        Phi = self.net.features(train_X)[:, :r]
-        if self.source_mean is None:
-            y = y_model
-        else:
-            y = y_model - self.net.features(train_X) @ self.source_mean
+        F = self.net.features(train_X)
+        Phi = F[:, :r]
+        y = y_model if self.source_mean is None else y_model - F @ self.source_mean
         n_params = (r if self.ard else 1) + 1
         warm = self._theta is not None and len(self._theta) == n_params
         fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None)

@@ -34,9 +34,9 @@ import scipy.linalg
 import torch
 
 from headstart._engine.numerics import robust_cholesky
-from headstart._gp.fit import minimize
+from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR
-from headstart._gp.kernels import matern52_np
+from headstart._gp.kernels import matern52_np, sq_dist_np
 from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit
 from headstart._transfer.features import FeatureNet
 from headstart.exceptions import ModelFittingError
@@ -54,7 +54,9 @@ START_LOG_ELL = 0.5  # the residual prior's median lengthscale
 
 
 def _sq_diffs(X: np.ndarray, Z: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
-    """``m x n x d`` squared differences per column (0 / 1 for categorical columns)."""
+    """``m x n x d`` squared differences per column (0 / 1 for categorical columns): what the
+    fit's lengthscale gradient needs; predictions use :func:`~headstart._gp.kernels.sq_dist_np`
+    (no ``m x n x d`` temporary)."""
     diff = X[:, None, :] - Z[None, :, :]
     return np.where(is_cat, diff != 0, diff * diff)
 
@@ -85,7 +87,8 @@ class ResidualPosterior:
         self.noise = float(np.exp(self.theta[k + d + 1]))
         self.outputscale = 1.0  # standardized targets: the prior variance's scale
         self.Phi = self._features(self.X)
-        K = self.kernel(self.X, self.X, self.Phi, self.Phi)
+        r2 = _sq_diffs(self.X, self.X, self.is_cat) @ self.w  # exact zeros on the diagonal
+        K = (self.Phi * self.inv_alpha) @ self.Phi.T + self.s * matern52_np(r2)[0]
         K[np.diag_indices(len(y))] += self.noise
         self.L = robust_cholesky(torch.from_numpy(K)).numpy()
         self.a = scipy.linalg.cho_solve((self.L, True), self.y)
@@ -103,7 +106,7 @@ class ResidualPosterior:
         """``k(X, Z) = phi(X) A^{-1} phi(Z)^T + s k_M(X, Z)``."""
         FX = self._features(X) if FX is None else FX
         FZ = self._features(Z) if FZ is None else FZ
-        r2 = _sq_diffs(X, Z, self.is_cat) @ self.w
+        r2 = sq_dist_np(X, Z, self.is_cat, self.w)
         return (FX * self.inv_alpha) @ FZ.T + self.s * matern52_np(r2)[0]
 
     def _prior_var(self, F: np.ndarray) -> np.ndarray:
@@ -123,8 +126,7 @@ class ResidualPosterior:
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         F, J = self.net.features_and_jacobian(X)
         F, J = F[:, : self.r], J[:, : self.r]  # m x r, m x r x D
-        r2 = _sq_diffs(X, self.X, self.is_cat) @ self.w
-        f, df = matern52_np(r2)
+        f, df = matern52_np(sq_dist_np(X, self.X, self.is_cat, self.w))
         FA = F * self.inv_alpha
         k = FA @ self.Phi.T + self.s * f  # m x n
         V = scipy.linalg.solve_triangular(self.L, k.T, lower=True, check_finite=False)
@@ -231,11 +233,8 @@ def fit_residual(
     if deterministic:
         bounds[-1] = (DETERMINISTIC_LOG_NOISE, DETERMINISTIC_LOG_NOISE)
 
-    def batched(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        parts = [neg_log_posterior(row, Phi, X, y, is_cat, k) for row in x]
-        return np.array([v for v, _ in parts]), np.array([g for _, g in parts])
-
-    xs, fs = minimize(batched, np.array(starts), np.asarray(bounds))
+    objective = row_by_row(lambda row: neg_log_posterior(row, Phi, X, y, is_cat, k))
+    xs, fs = minimize(objective, np.array(starts), np.asarray(bounds))
     if not np.isfinite(fs).any():
         xs, fs = np.array(starts[:1]), np.zeros(1)
     theta = xs[int(np.argmin(fs))]
