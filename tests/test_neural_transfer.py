@@ -216,6 +216,7 @@ def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it(
     import headstart._transfer.features as features
     from headstart._transfer.blr import fit_blr
     from headstart._transfer.neural import source_mean_weights
+    from headstart.testing.surrogates import finite_difference_errors
 
     monkeypatch.setattr(features, "MIN_STEPS", 800)  # the basis the figures were measured on
     rng = np.random.default_rng(4)
@@ -241,10 +242,6 @@ def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it(
         mean = -post.posterior(grid)[0]
         scale = np.polyfit(mean, truth, 1)  # compare shapes: the units are the 3 points'
         errors[source_mean] = np.sqrt(np.mean((np.polyval(scale, mean) - truth) ** 2))
-        _, _, dm, _ = post.posterior_and_grad(grid[50:53])
-        eps = 1e-6
-        numeric = (post.posterior(grid[50:53] + eps)[0] - post.posterior(grid[50:53] - eps)[0]) / (
-            2 * eps
-        )
-        np.testing.assert_allclose(dm[:, 0], numeric, rtol=1e-4, atol=1e-6)
+        dm, numeric = finite_difference_errors(post, grid[50:53], np.array([0]), h=1e-6)["mean"]
+        np.testing.assert_allclose(dm[:, 0], numeric[:, 0], rtol=1e-4, atol=1e-6)
     assert errors[True] < 0.9 * errors[False]
