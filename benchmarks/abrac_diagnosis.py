@@ -123,7 +123,6 @@ def diagnose(family: str, target: int = 0) -> tuple[list[dict], list[str]]:
         X = np.random.default_rng(11).random((11, D))
         y = standardize(-objective(X))[0]
         Phi = net.features(X)
-        k = Phi.shape[1] if ard else 1
         corner = np.concatenate([np.full(Phi.shape[1], LOG_ALPHA_BOUNDS[1]), [0.0]])
         value, grad = neg_log_marginal_likelihood(corner, Phi, y)
         g = grad if ard else np.array([grad[:-1].sum(), grad[-1]])
@@ -132,7 +131,6 @@ def diagnose(family: str, target: int = 0) -> tuple[list[dict], list[str]]:
             f"TRAP| {family} | {label} | {value:.2f} | {np.abs(g).max():.1e} | {fit.nll:.2f} | "
             f"{1 / fit.beta:.1e} |"
         )
-        del k
     return rows, notes
 
 
