@@ -43,7 +43,7 @@ def _hidden(net, X):
     return out
 
 
-def _predicted_regret(predict, task, objective, candidates, values) -> float:
+def _predicted_regret(predict, task, objective, candidates) -> float:
     """Regret at the minimizer of ``predict`` (user units): best candidate, then L-BFGS-B."""
     pred = predict(candidates)
     best = candidates[np.argsort(pred)[:10]]
@@ -76,7 +76,6 @@ def diagnose(family: str, target: int = 0) -> tuple[list[dict], list[str]]:
     X_test = rng.random((4000, D))
     y_test = objective(X_test)
     candidates = rng.random((20000, D))
-    cand_values = objective(candidates)
     rows, notes = [], []
     gp_done = False
     for basis, ard, label in BASES:
@@ -114,7 +113,7 @@ def diagnose(family: str, target: int = 0) -> tuple[list[dict], list[str]]:
                                 np.sqrt(np.mean((pred - y_test) ** 2)) / y_test.std()
                             ),
                             "regret": _predicted_regret(
-                                lambda Z, m=mean: -m(Z), task, objective, candidates, cand_values
+                                lambda Z, m=mean: -m(Z), task, objective, candidates
                             ),
                         }
                     )
