@@ -26,8 +26,25 @@ fi
 printf '#!/usr/bin/env bash\n%s -D %q stop -m fast >/dev/null 2>&1\n' \
     "${RUN[*]} $PGBIN/pg_ctl" "$DIR/data" > "$DIR/stop"
 # How to restart it (the storage tests check that a study carries on across a server restart).
-printf '#!/usr/bin/env bash\n%s -D %q -l %q -w restart -m fast >/dev/null 2>&1\n' \
-    "${RUN[*]} $PGBIN/pg_ctl" "$DIR/data" "$DIR/log" > "$DIR/restart"
+# - One restart at a time (flock on a file next to the data): two pg_ctl calls that overlap start
+#   two postmasters, and the loser fails with 'lock file "postmaster.pid" already exists' (seen in
+#   CI). pg_ctl does not get the lock's descriptor (9>&-), or the postmaster would hold it forever.
+# - timeout bounds each attempt and signals runuser and pg_ctl together (its process group), never
+#   the postmaster (pg_ctl starts that in a session of its own): no pg_ctl outlives the script, as
+#   one did when a caller's timeout killed only the script.
+# - A failed attempt is retried; the server being up afterwards counts as restarted.
+PGCTL="${RUN[*]} $PGBIN/pg_ctl -D $(printf %q "$DIR/data")"
+cat > "$DIR/restart" <<EOF_RESTART
+#!/usr/bin/env bash
+exec 9>$(printf %q "$DIR/restart.lock")
+flock 9
+for attempt in 1 2 3; do
+    timeout -k 5 25 $PGCTL -l $(printf %q "$DIR/log") -w restart -m fast >/dev/null 2>&1 9>&- && exit 0
+    sleep 1
+    $PGCTL status >/dev/null 2>&1 9>&- && exit 0
+done
+exit 1
+EOF_RESTART
 chmod +x "$DIR/stop" "$DIR/restart"
 [ -n "${HEADSTART_PG_STOP_FILE:-}" ] && echo "$DIR/stop" > "$HEADSTART_PG_STOP_FILE"
 echo "postgresql+psycopg://headstart@127.0.0.1:$PORT/postgres"
