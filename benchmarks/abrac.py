@@ -9,11 +9,13 @@ r"""ABRAC and ABLR against ScaML-GP, RGPE, GP-BO and random search (issue 15).
 3. **FC-Net tables**, leave one dataset out with 1,024 configurations per source (the ABRAC
    paper's tabular study; ``fcnet-<dataset>-n1024``), budget 30: mean regret and mean rank at
    trials 10 and 25 per data set and over all four (``abrac_tables.csv``).
-4. **Scaling**: M = 10 ... 200 source tasks x 1,000 points: ABRAC's basis training and ScaML-GP's
+4. **Seconds per suggestion** at n = 200, 500, 1,000 target points: GP, ABRAC (paper) and
+   ABRAC (residual, the default), as ratios to GP in the same run (``abrac_speed.csv``).
+5. **Scaling**: M = 10 ... 200 source tasks x 1,000 points: ABRAC's basis training and ScaML-GP's
    meta-fit, and the suggestion time at 20 target points, as ratios in the same run.
 
 Resumable (the regret CSVs keep finished jobs). Writes ``<out>/abrac{.csv,.md,.png}``,
-``abrac_long.csv`` and ``abrac_scaling.csv``.
+``abrac_long.csv``, ``abrac_speed.csv`` and ``abrac_scaling.csv``.
 
 Usage::
 
@@ -189,6 +191,84 @@ def scaling(counts, n_points: int, out_csv: Path, scaml_max: int = 10**9) -> str
     return "\n".join(lines) + "\n"
 
 
+SPEED_METHODS = {  # name: (method, options); the settings of the regret runs
+    "headstart-gp": ("gp", {"deterministic": False}),
+    "headstart-abrac-paper": ("abrac", {"residual": False}),
+    ABRAC: ("abrac", {"residual": True}),
+}
+
+
+def suggestion_seconds(sizes, repeats: int, out_csv: Path) -> str:
+    """Seconds per suggestion at ``n`` target points (issue 32, item 4), same process.
+
+    For each ``n``: a study on quadratic-loo target 0 imports ``n`` Sobol points, asks once (the
+    full fit from every start), then ``repeats`` more ask + tell pairs, whose median is reported
+    (the warm fits a study makes on its refit schedule, as in a run)."""
+    import warnings
+
+    import pandas as pd
+    from scipy.stats import qmc
+
+    import headstart as hs
+    from headstart.benchmarks.functions import get_task, resolve
+
+    task = resolve(get_task("quadratic-loo"), 0)
+    done = pd.read_csv(out_csv) if out_csv.exists() else pd.DataFrame()
+    rows = done.to_dict("records")
+    for n in sizes:
+        for name, (method, options) in SPEED_METHODS.items():
+            if any(r["n"] == n and r["method"] == name for r in rows):
+                continue
+            if method != "gp":
+                options = {**options, "deterministic": True, "transfer_from": task.meta_tasks}
+            study = hs.create_study(
+                f"speed-{name}-{n}", task.space, direction="minimize", storage=None,
+                method=method, seed=0, use_priors=False, **options,
+            )  # fmt: skip
+            points = task.space.decode(qmc.Sobol(task.space.dim, seed=0).random(n))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                study.add_trials([(p, float(task.objective(p))) for p in points])
+            secs = []
+            for _ in range(repeats + 1):
+                t0 = time.perf_counter()
+                trial = study.ask()
+                secs.append(time.perf_counter() - t0)
+                study.tell(trial, float(task.objective(trial.params)))
+            rows.append(
+                {
+                    "n": n,
+                    "method": name,
+                    "first_s": round(secs[0], 4),
+                    "median_s": round(float(np.median(secs[1:])), 4),
+                    "repeats": repeats,
+                }
+            )
+            pd.DataFrame(rows).to_csv(out_csv, index=False)
+            print(rows[-1], flush=True)
+    frame = pd.DataFrame(rows)
+    median = frame.pivot(index="n", columns="method", values="median_s")
+    first = frame.pivot(index="n", columns="method", values="first_s")
+    lines = [
+        "### Seconds per suggestion at n target points (quadratic-loo, D = 5)",
+        "",
+        f"Median of {int(frame['repeats'].max())} ask + tell pairs after the first ask (which "
+        "runs the full fit from every start; its time is the last columns). Ratio = method / GP.",
+        "",
+        "| n | GP s | ABRAC (paper) s | ratio | ABRAC (residual, default) s | ratio | "
+        "first ask: GP / paper / residual s |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    gp, paper = "headstart-gp", "headstart-abrac-paper"
+    for n in median.index:
+        m, f = median.loc[n], first.loc[n]
+        lines.append(
+            f"| {n} | {m[gp]:.3f} | {m[paper]:.3f} | {m[paper] / m[gp]:.2f} | {m[ABRAC]:.3f} | "
+            f"{m[ABRAC] / m[gp]:.2f} | {f[gp]:.2f} / {f[paper]:.2f} / {f[ABRAC]:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default=METHODS)
@@ -198,12 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long-methods", default=LONG_METHODS)
     p.add_argument("--scaling", default="10,50,100,200")
     p.add_argument("--scaling-points", type=int, default=1000)
+    p.add_argument("--speed", default="200,500,1000", help="target sizes of the speed part")
+    p.add_argument("--speed-repeats", type=int, default=7)
     p.add_argument("--scaml-max", type=int, default=50, help="largest M ScaML-GP is fitted on")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
     p.add_argument("--table-seeds", type=int, default=TABLE_SEEDS)
     p.add_argument(
-        "--skip", default="", help="comma-separated parts to skip: regret,tables,long,scaling"
+        "--skip", default="", help="comma-separated parts to skip: regret,tables,long,speed,scaling"
     )
     args = p.parse_args(argv)
     from headstart.benchmarks.report import regret_plot
@@ -274,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"GP / {m} time per suggestion over the last 50: "
                     f"{late['headstart-gp'] / late[m]:.2f}x.\n"
                 )
+    speed_csv = args.out / "abrac_speed.csv"
+    if "speed" not in skip or speed_csv.exists():
+        sizes = [] if "speed" in skip else [int(n) for n in args.speed.split(",") if n]
+        text.append(suggestion_seconds(sizes, args.speed_repeats, speed_csv))
     scaling_csv = args.out / "abrac_scaling.csv"
     if "scaling" not in skip or scaling_csv.exists():
         counts = [] if "scaling" in skip else [int(c) for c in args.scaling.split(",") if c]
