@@ -54,3 +54,12 @@ def test_few_sources_draws_that_many_and_bad_arguments_are_refused(tiny_hpob):
         hpob_transfer_family("9", n_sources=4)
     with pytest.raises(InvalidSettingError, match="Unknown HPO-B space"):
         hpob_transfer_family("12345")
+
+
+def test_n_per_source_sets_the_source_size_and_the_name(tiny_hpob):
+    family = hpob_transfer_family("9", n_per_source=20)
+    assert family.name == "hpob-9-n20"
+    assert all(m.n == 20 for m in family.instance(1).meta_tasks)
+    assert family.instance(1).name != hpob_transfer_family("9").instance(1).name
+    with pytest.raises(InvalidSettingError, match="n_per_source"):
+        hpob_transfer_family("9", n_per_source=0)

@@ -62,6 +62,7 @@ class HpobTransferSampler:
     family: str
     space_id: str
     n_sources: int | None = None
+    n_per_source: int | None = None
 
     def __call__(self, seed: int) -> Task:
         return _instance(self, int(seed))
@@ -86,6 +87,7 @@ def _instance(sampler: HpobTransferSampler, seed: int) -> Task:
             len(others), size=sampler.n_sources, replace=False
         )
         others, n_per = [others[i] for i in sorted(pick)], N_PER_FEW
+    n_per = sampler.n_per_source or n_per
     sources = []
     for source_name, Xs, accs in others:
         rows = rng.choice(len(accs), size=min(n_per, len(accs)), replace=False)
@@ -100,20 +102,28 @@ def _instance(sampler: HpobTransferSampler, seed: int) -> Task:
     )
 
 
-def hpob_transfer_family(space_id: str, n_sources: int | None = None) -> TaskFamily:
-    """The family of ``space_id`` with every other task (or ``n_sources`` of them) as sources."""
+def hpob_transfer_family(
+    space_id: str, n_sources: int | None = None, n_per_source: int | None = None
+) -> TaskFamily:
+    """The family of ``space_id`` with every other task (or ``n_sources`` of them) as sources,
+    :data:`N_PER_SOURCE` (:data:`N_PER_FEW`) random configurations each, or ``n_per_source``
+    (the name then ends in ``-n<n_per_source>``, as the FC-Net leave-one-out families' do)."""
     tasks = load_hpob().get(space_id)
     if tasks is None:
         raise InvalidSettingError(f"Unknown HPO-B space {space_id!r}; see load_hpob().")
     name = f"hpob-{space_id}" + ("" if n_sources is None else f"-s{n_sources}")
     if n_sources is not None and not 1 <= n_sources < len(tasks):
         raise InvalidSettingError(f"n_sources must be in [1, {len(tasks) - 1}]; got {n_sources}.")
+    if n_per_source is not None:
+        if n_per_source < 1:
+            raise InvalidSettingError(f"n_per_source must be >= 1; got {n_per_source}.")
+        name += f"-n{n_per_source}"
     k = len(tasks) - 1 if n_sources is None else n_sources
-    n = N_PER_SOURCE if n_sources is None else N_PER_FEW
+    n = n_per_source or (N_PER_SOURCE if n_sources is None else N_PER_FEW)
     return TaskFamily(
         name,
         space_of(tasks),
-        HpobTransferSampler(name, space_id, n_sources),
+        HpobTransferSampler(name, space_id, n_sources, n_per_source),
         f"HPO-B space {space_id}: a held-out OpenML task (normalized regret), {k} sources x {n}",
     )
 
