@@ -4,20 +4,23 @@ r"""ABRAC and ABLR against ScaML-GP, RGPE, GP-BO and random search (issue 15).
    (:mod:`headstart.benchmarks.abrac_tasks`): ``forrester-loo`` (10 tasks x 20 points, budget 15;
    the paper's claim is about trial 5) and ``quadratic-loo`` (30 tasks x 100 points, D = 5,
    budget 50; the claim is about trial 10). Mean regret and mean rank per trial.
-2. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` with a long budget, seconds
+2. **The first trials with 30 seeds** (budget 10, both families; ``abrac_early.csv``): GP,
+   random, ABLR, ABRAC and ABLR-SGD-fixed, mean regret with standard errors and the paired
+   differences the issue 32 targets name (the 10-20-seed runs of part 1 cannot resolve them).
+3. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` with a long budget, seconds
    per suggestion.
-3. **FC-Net tables**, leave one dataset out with 1,024 configurations per source (the ABRAC
+4. **FC-Net tables**, leave one dataset out with 1,024 configurations per source (the ABRAC
    paper's tabular study; ``fcnet-<dataset>-n1024``), budget 30: mean regret and mean rank at
    trials 10 and 25 per data set and over all four (``abrac_tables.csv``).
-4. **OpenML SVM** (HPO-B space 5891 from ``bocode``'s data, 6 data sets), leave one data set out
+5. **OpenML SVM** (HPO-B space 5891 from ``bocode``'s data, 6 data sets), leave one data set out
    with 512 configurations per source, budget 30, 12 seeds (``abrac_svm.csv``).
-5. **Seconds per suggestion** at n = 200, 500, 1,000 target points: GP, ABRAC (paper) and
+6. **Seconds per suggestion** at n = 200, 500, 1,000 target points: GP, ABRAC (paper) and
    ABRAC (residual, the default), as ratios to GP in the same run (``abrac_speed.csv``).
-6. **Scaling**: M = 10 ... 200 source tasks x 1,000 points: ABRAC's basis training and ScaML-GP's
+7. **Scaling**: M = 10 ... 200 source tasks x 1,000 points: ABRAC's basis training and ScaML-GP's
    meta-fit, and the suggestion time at 20 target points, as ratios in the same run.
 
 Resumable (the regret CSVs keep finished jobs). Writes ``<out>/abrac{.csv,.md,.png}``,
-``abrac_svm.csv``, ``abrac_long.csv``, ``abrac_speed.csv`` and ``abrac_scaling.csv``.
+``abrac_early.csv``, ``abrac_svm.csv``, ``abrac_long.csv``, ``abrac_speed.csv`` and ``abrac_scaling.csv``.
 
 Usage::
 
@@ -28,6 +31,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -201,6 +205,60 @@ def scaling(counts, n_points: int, out_csv: Path, scaml_max: int = 10**9) -> str
     return "\n".join(lines) + "\n"
 
 
+EARLY_METHODS = (
+    f"headstart-random,headstart-gp,{ABLR},{ABRAC},headstart-ablr-sgd-fixed"  # the targets' rows
+)
+EARLY_SEEDS, EARLY_BUDGET, EARLY_POINTS = 30, 10, (3, 4, 5, 10)
+
+
+def early_tables(frame) -> str:
+    """The first trials with 30 seeds: mean regret +- its standard error, and the paired
+    differences the issue's targets name (ABRAC - GP, ABRAC - ABLR-SGD-fixed: the same seed, the
+    same first 3 Sobol points) and ABLR - random (unpaired: random search draws its own points)."""
+    lines = []
+    for task, rows in frame.groupby("task"):
+        sel = rows[rows["iteration"].isin(EARLY_POINTS)]
+        wide = sel.pivot_table(index=["seed", "iteration"], columns="method", values="regret")
+        stats = sel.groupby(["method", "iteration"])["regret"].agg(["mean", "sem"]).unstack()
+        seeds = rows["seed"].nunique()
+        lines += [
+            f"### {task}, first trials ({seeds} seeds)",
+            "",
+            "| method | " + " | ".join(f"regret t={t}" for t in EARLY_POINTS) + " |",
+            "|---|" + "---:|" * len(EARLY_POINTS),
+        ]
+        for method in stats.index:
+            cells = [
+                f"{stats.loc[method, ('mean', t)]:.3g} ± {stats.loc[method, ('sem', t)]:.2g}"
+                for t in EARLY_POINTS
+            ]
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "Differences of mean regret (± standard error; negative: the first method is better):",
+            "",
+            "| difference | " + " | ".join(f"t={t}" for t in EARLY_POINTS) + " |",
+            "|---|" + "---:|" * len(EARLY_POINTS),
+        ]
+        pairs = [(ABRAC, "headstart-gp"), (ABRAC, "headstart-ablr-sgd-fixed")]
+        for a, b in pairs:
+            if {a, b} <= set(wide.columns):
+                d = (wide[a] - wide[b]).groupby(level="iteration")
+                m, e = d.mean(), d.sem()
+                cells = [f"{m[t]:.3g} ± {e[t]:.2g}" for t in EARLY_POINTS]
+                lines.append(f"| {a} - {b} (paired) | " + " | ".join(cells) + " |")
+        a, b = ABLR, "headstart-random"
+        if {a, b} <= set(stats.index):
+            cells = []
+            for t in EARLY_POINTS:
+                m = stats.loc[a, ("mean", t)] - stats.loc[b, ("mean", t)]
+                e = math.hypot(stats.loc[a, ("sem", t)], stats.loc[b, ("sem", t)])
+                cells.append(f"{m:.3g} ± {e:.2g}")
+            lines.append(f"| {a} - {b} (unpaired) | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 SPEED_METHODS = {  # name: (method, options); the settings of the regret runs
     "headstart-gp": ("gp", {"deterministic": False}),
     "headstart-abrac-paper": ("abrac", {"residual": False}),
@@ -294,12 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
     p.add_argument("--table-seeds", type=int, default=TABLE_SEEDS)
+    p.add_argument("--early-seeds", type=int, default=EARLY_SEEDS)
     p.add_argument("--svm-seeds", type=int, default=SVM_SEEDS)
     p.add_argument("--svm-methods", default=SVM_METHODS)
     p.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to skip: regret,tables,svm,long,speed,scaling",
+        help="comma-separated parts to skip: regret,early,tables,svm,long,speed,scaling",
     )
     args = p.parse_args(argv)
     from headstart.benchmarks.report import regret_plot
@@ -338,6 +397,15 @@ def main(argv: list[str] | None = None) -> int:
         tables = read_results(tables_csv)
         text += ["## FC-Net, leave one dataset out (1,024 configurations per source)", ""]
         text += [regret_tables(tables), overall_ranks(tables, TABLE_POINTS)]
+    early_csv = args.out / "abrac_early.csv"
+    if "early" not in skip:
+        for task in BUDGETS:
+            run_benchmark(
+                [m for m in EARLY_METHODS.split(",")], [task], range(args.early_seeds),
+                EARLY_BUDGET, early_csv, workers=args.workers,
+            )  # fmt: skip
+    if early_csv.exists():
+        text += [early_tables(read_results(early_csv))]
     svm_csv = args.out / "abrac_svm.csv"
     if "svm" not in skip:
         from headstart.benchmarks.functions import register_task
