@@ -224,6 +224,9 @@ def early_tables(frame) -> str:
         lines += [
             f"### {task}, first trials ({seeds} seeds)",
             "",
+            "The neural methods start from the same 3 Sobol points; GP-BO's default design at "
+            "budget 10 is 2 points (`min(2d + 1, 10, budget / 5)`); random search draws its own.",
+            "",
             "| method | " + " | ".join(f"regret t={t}" for t in EARLY_POINTS) + " |",
             "|---|" + "---:|" * len(EARLY_POINTS),
         ]
