@@ -15,10 +15,13 @@ draws 3,000 and subsamples 50 per Adam step).
 2. **BO regret (paper Fig. 7, pool-based)**: on 4 held-out domains, a 1,000-point pool per
    sub-dataset (a joint GP draw); MPHD trained on 16 domains vs the shared Gamma, the paper's
    hand-specified prior and headstart's default GP; 5 random initial points; normalized regret.
+3. **The upper bound** (issue 33): the same GP under the *generating* lengthscale Gamma of each
+   held-out domain (``headstart-mphd-true``; signal and noise Gammas as MPHD's), and the share
+   of its gain over the default GP that each learned prior recovers.
 
 Writes ``<out>/mphd_synthetic.{csv,md,png}``. Usage::
 
-    python benchmarks/mphd_synthetic.py                  # 3 super-dataset seeds, BO budget 50
+    python benchmarks/mphd_synthetic.py                  # 10 super-dataset seeds, BO budget 40
     python benchmarks/mphd_synthetic.py --seeds 1 --bo-budget 10 --out /tmp/ms   # smoke run
 """
 
@@ -33,7 +36,9 @@ import numpy as np
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 N_DOMAINS, N_TRAIN, N_SUB = 20, 16, 20
 TRAIN_COUNTS = (3, 4, 8, 16)
-BO_METHODS = "headstart-mphd,headstart-mphd-shared,headstart-gp-hand,headstart-gp-init5"
+BO_METHODS = (
+    "headstart-mphd,headstart-mphd-shared,headstart-mphd-true,headstart-gp-hand,headstart-gp-init5"
+)
 
 
 def true_gamma(d: int) -> tuple[float, float]:
@@ -107,6 +112,27 @@ def recovery(seeds, n_points, prior_dir: Path) -> list[dict]:
     return rows
 
 
+def true_prior(d: int, learned: Path, path: Path) -> Path:
+    """The upper bound's prior file (issue 33): the generating lengthscale Gamma of a
+    ``d``-dimensional domain for every lengthscale, and the signal and noise Gammas of the learned
+    prior ``learned`` (in standardized units, the same in every arm), MAP-fitted as MPHD's."""
+    from headstart.mphd import PriorModel
+
+    if not path.exists():
+        fitted = PriorModel.load(learned)
+        PriorModel(
+            "shared",
+            [],
+            [0.0] * 4,
+            [1.0] * 4,
+            true_gamma(d),
+            fitted.outputscale,
+            fitted.noise,
+            {"true_prior": f"super-dataset L's lengthscale Gamma at d = {d} (App. E.1)"},
+        ).save(path)
+    return path
+
+
 def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
     """Register the 4 held-out domains' pools (2 sub-datasets each) as pool tasks."""
     from headstart.benchmarks.functions import Task, register_task
@@ -123,13 +149,15 @@ def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
     rng = np.random.default_rng([seed, 99])
     names = []
     for i, (d, ell, s, noise, _) in enumerate(data[N_TRAIN:]):
+        true = true_prior(d, paths["network"], prior_dir / f"synthetic-{seed}-true-d{d}.json")
         space = SearchSpace({f"c{j}": Float(0.0, 1.0) for j in range(d)})
         for k in range(2):
             X = rng.random((1000, d))
             y = _draw(rng, X, ell, s, noise)
             y = (y - y.min()) / (y.max() - y.min())  # "accuracy" in [0, 1], maximized
             name = f"synthL-{seed}-{i}-{k}"
-            objective = PoolObjective(X, y, tuple((m, str(p)) for m, p in paths.items()))
+            priors = (*((m, str(p)) for m, p in paths.items()), ("true", str(true)))
+            objective = PoolObjective(X, y, priors)
             register_task(Task(name, space, objective, float(1.0 - y.max())), overwrite=True)
             names.append(name)
     return names
@@ -137,9 +165,9 @@ def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--n-points", type=int, default=64)
-    p.add_argument("--bo-budget", type=int, default=50)
+    p.add_argument("--bo-budget", type=int, default=40)
     p.add_argument("--bo-seeds", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
@@ -152,10 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     prior_dir = args.out / "mphd_priors"
     prior_dir.mkdir(exist_ok=True)
     kl_csv = args.out / "mphd_synthetic.csv"
-    if kl_csv.exists():
-        kl = pd.read_csv(kl_csv)
-    else:
-        kl = pd.DataFrame(recovery(range(args.seeds), args.n_points, prior_dir))
+    kl = pd.read_csv(kl_csv) if kl_csv.exists() else pd.DataFrame({"seed": []})
+    missing = [seed for seed in range(args.seeds) if seed not in set(kl["seed"])]
+    if missing:  # resumable: each super-dataset seed's rows once
+        new = pd.DataFrame(recovery(missing, args.n_points, prior_dir))
+        kl = pd.concat([kl, new], ignore_index=True) if len(kl) else new
         kl.to_csv(kl_csv, index=False)
     names = [n for seed in range(args.seeds) for n in bo_tasks(seed, args.n_points, prior_dir)]
     bo_csv = args.out / "mphd_synthetic_bo.csv"
@@ -199,10 +228,42 @@ def main(argv: list[str] | None = None) -> int:
     for method, row in reg.iterrows():
         cells = " | ".join(f"{row[t]:.4f}" for t in checkpoints)
         lines.append(f"| {method} | {cells} | {secs[method]:.3f} |")
+    lines += upper_bound_lines(bo, checkpoints)
     (args.out / "mphd_synthetic.md").write_text("\n".join(lines) + "\n")
     _plot(table, bo, args.out / "mphd_synthetic.png")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def upper_bound_lines(bo, checkpoints) -> list[str]:
+    """The upper bound (issue 33): the true prior's gain over the default GP, paired by task and
+    seed (mean +- standard error), and the share of it each learned prior recovers."""
+    gp, true = "headstart-gp-init5", "headstart-mphd-true"
+    if not {gp, true} <= set(bo["method"]):
+        return []
+    wide = bo[bo["iteration"].isin(checkpoints)].pivot_table(
+        index=["task", "seed", "iteration"], columns="method", values="regret"
+    )
+    lines = [
+        "",
+        "### The upper bound: the generating lengthscale Gamma as the prior",
+        "",
+        "Gain = default GP's regret - the method's, paired by pool and seed (mean +- standard "
+        "error; positive: better than the default GP). Share = the method's gain / the true "
+        "prior's (the share of the gap it closes).",
+        "",
+        "| method | " + " | ".join(f"gain t={t} | share t={t}" for t in checkpoints) + " |",
+        "|---|" + "---:|---:|" * len(checkpoints),
+    ]
+    gain = {m: (wide[gp] - wide[m]).groupby(level="iteration") for m in wide.columns if m != gp}
+    for method, g in gain.items():
+        mean, sem = g.mean(), g.sem()
+        cells = []
+        for t in checkpoints:
+            share = mean[t] / gain[true].mean()[t] if gain[true].mean()[t] > 0 else float("nan")
+            cells += [f"{mean[t]:.4f} +- {sem[t]:.4f}", f"{share:.2f}"]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _plot(table, bo, path: Path) -> None:
