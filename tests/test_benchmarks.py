@@ -107,6 +107,30 @@ def test_headstart_gp_returns_well_formed_records():
     _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
 
 
+def test_pool_argmax_suggests_pool_rows_after_the_initial_design():
+    """Issue 33: after the initial design (5 points), each trial of a -pool method is one of the
+    pool's configurations (the acquisition's argmax over them), as the MPHD paper's protocol."""
+    from headstart.benchmarks.functions import Task
+    from headstart.benchmarks.hpob import PoolObjective
+    from headstart.benchmarks.methods import PoolArgmax
+
+    rng = np.random.default_rng(0)
+    pool = rng.random((60, 2))
+    accuracy = np.exp(-8 * ((pool - 0.3) ** 2).sum(1))
+    space = hs.SearchSpace({"c0": hs.Float(0.0, 1.0), "c1": hs.Float(0.0, 1.0)})
+    seen = []
+
+    class Recording(PoolObjective):  # the evaluated configurations, in order
+        def __call__(self, params):
+            seen.append([params["c0"], params["c1"]])
+            return super().__call__(params)
+
+    task = Task("pool", space, Recording(pool, accuracy), float(1 - accuracy.max()))
+    _check_records(PoolArgmax("headstart-gp-init5")(task, 0, 8), 8)
+    on_pool = [np.abs(pool - row).max(1).min() == 0.0 for row in np.array(seen)]
+    assert not any(on_pool[:5]) and all(on_pool[5:])  # 5 initial points, then pool rows
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_botorch_gp_returns_well_formed_records():
