@@ -266,7 +266,8 @@ def upper_bound_lines(bo, checkpoints, suffix: str = "") -> list[str]:
         "",
         "Gain = default GP's regret - the method's, paired by pool and seed (mean +- standard "
         "error; positive: better than the default GP). Share = the method's gain / the true "
-        "prior's (the share of the gap it closes).",
+        "prior's (the share of the gap it closes; `nan` where the true prior does not beat the "
+        "default GP: then there is no gap to close).",
         "",
         "| method | " + " | ".join(f"gain t={t} | share t={t}" for t in checkpoints) + " |",
         "|---|" + "---:|---:|" * len(checkpoints),
