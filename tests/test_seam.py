@@ -136,6 +136,36 @@ def test_study_config_is_frozen_validated_and_round_trips_json():
     assert StudyConfig.from_json({"method": "gp", "seed": 1, "from_a_newer_version": 1}).seed == 1
 
 
+def test_pi_margin_raises_pis_target_and_is_refused_without_pi(tmp_path):
+    """Issue 33 (MPHD's acquisition): ``pi_margin`` moves PI's target above the incumbent by that
+    many standard deviations; the same data and model give a criterion whose ``best_f`` is higher
+    by exactly the margin and whose PI is nowhere higher. It needs ``acquisition="pi"``."""
+    space = hs.SearchSpace({"x": hs.Float(-2.0, 2.0)})
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    study = hs.create_study("pi", space, storage=url, seed=0, acquisition="pi", pi_margin=0.5)
+    study.optimize(lambda p: (p["x"] - 0.3) ** 2, n_trials=7, show_progress=False)
+    assert hs.load_study("pi", url).config.pi_margin == 0.5  # stored with the study
+    done = [t for t in study.trials if t.state == "complete"]
+    params, values = [t.params for t in done], [-t.value for t in done]
+    plain = StudyConfig(seed=0, acquisition="pi")
+    other = hs.create_study("pi0", space, storage=None, seed=0, acquisition="pi")
+    assert other._strategy.config.pi_margin is None and plain.pi_margin is None
+    with_margin = study._strategy.criteria(params, values)[0]
+    without = other._strategy.criteria(params, values)[0]
+    assert with_margin.best_f == pytest.approx(without.best_f + 0.5, abs=1e-9)
+    X = np.linspace(0.0, 1.0, 50)[:, None]
+    a, b = with_margin.value(X), without.value(X)
+    assert (a <= b).all() and (a < b).any()  # (both underflow to 0 far from the incumbent)
+    for bad, match in (
+        ({"pi_margin": -0.1, "acquisition": "pi"}, "pi_margin must be a finite number"),
+        ({"pi_margin": 0.1}, "Pass acquisition='pi'"),
+        ({"pi_margin": 0.1, "acquisition": "logei"}, "Pass acquisition='pi'"),
+    ):
+        with pytest.raises(hs.InvalidSettingError, match=match):
+            hs.create_study("bad", space, storage=url, **bad)
+    assert len(hs.storage.get_storage(url).list_studies()) == 1  # "pi" only: nothing stored
+
+
 def test_hyperprior_objects_match_scipy_and_round_trip_json():
     import torch
     from scipy import stats

@@ -54,6 +54,8 @@ class StudyConfig:
             the acquisition search (:func:`headstart._engine.optimize.tie_radii`); ``None``:
             the method's default (on for ``"scaml"``, off otherwise).
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
+        pi_margin: ``acquisition="pi"`` only: PI's target is the incumbent plus this margin, in
+            standard deviations of the model's (standardized) observations (``None``: 0).
         first_trial: Transfer methods' suggestion before any observation of the target:
             ``"candidates"`` (of the sources' own best configurations, one per source, the
             one the model expects best), ``"lcb"`` (the maximizer of the prior's
@@ -84,6 +86,7 @@ class StudyConfig:
     deterministic: bool = False
     plateau_rule: bool | None = None
     ucb_beta: float | None = None
+    pi_margin: float | None = None
     first_trial: str | None = None
     transfer: dict | None = None
     prior_model: str | None = None
@@ -143,6 +146,21 @@ class StudyConfig:
             isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0
         ):
             raise InvalidSettingError(f"ucb_beta must be a finite number >= 0; got {v!r}.")
+        v = self.pi_margin
+        if v is not None:
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not math.isfinite(v)
+                or v < 0
+            ):
+                raise InvalidSettingError(f"pi_margin must be a finite number >= 0; got {v!r}.")
+            if self.acquisition != "pi":
+                raise InvalidSettingError(
+                    f"pi_margin sets the target of acquisition='pi'; got acquisition="
+                    f"{self.acquisition!r}. Pass acquisition='pi' with it, or drop pi_margin."
+                )
+            object.__setattr__(self, "pi_margin", float(v))
         if self.prior_strength is not None:
             object.__setattr__(self, "prior_strength", check_prior_strength(self.prior_strength))
         object.__setattr__(

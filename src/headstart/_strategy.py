@@ -184,6 +184,7 @@ class Strategy:
                 lambda: self._restored(self.spec.build(context)),
                 acquisition=self.acquisition,
                 ucb_beta=self.ucb_beta,
+                pi_margin=self.config.pi_margin or 0.0,
                 first_rule=self.first_trial,
                 candidates=self._candidates(),
                 n_first=len(self.meta_tasks) or None,

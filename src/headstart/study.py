@@ -58,6 +58,7 @@ _SETTINGS = (  # create_study's own keywords: a misspelt one is named in the err
     "transfer_from",
     "prior_model",
     "ucb_beta",
+    "pi_margin",
     "first_trial",
     "prior_strength",
     "use_priors",
@@ -133,6 +134,7 @@ def create_study(
     transfer_from: Any = None,
     prior_model: Any = None,
     ucb_beta: float | None = None,
+    pi_margin: float | None = None,
     first_trial: str | None = None,
     prior_strength: float | None = None,
     use_priors: bool = True,
@@ -190,6 +192,9 @@ def create_study(
             saved under in this storage (:func:`headstart.sources.save_prior_model`).
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``; default 2, and 9 for transfer
             methods (ScaML-GP's ``beta^(1/2) = 3``).
+        pi_margin: With ``acquisition="pi"``: the probability of improving on the incumbent by
+            at least this margin, in standard deviations of the observed values (default 0;
+            MPHD's paper uses PI with a margin, Fan et al. 2024, Sec. 5).
         first_trial: Transfer methods, before the first observation of this task:
             ``"candidates"`` (of the sources' own best configurations, one per source, the one
             the model expects best), ``"lcb"`` (the maximizer of the prior's ``mu - sigma``),
@@ -250,6 +255,7 @@ def create_study(
         deterministic=deterministic,
         plateau_rule=plateau_rule,
         ucb_beta=ucb_beta,
+        pi_margin=pi_margin,
         first_trial=first_trial,
         prior_strength=prior_strength,
         use_priors=use_priors,

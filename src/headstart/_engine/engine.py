@@ -96,6 +96,7 @@ class BOEngine:
             fit their meta part then).
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``.
         ucb_beta: UCB's ``beta`` in ``mu + sqrt(beta) sigma``.
+        pi_margin: PI's target above the incumbent, in standardized units (``"pi"`` only).
         pending_rule: One of :data:`PENDING_RULES`; default :data:`DEFAULT_PENDING_RULE`.
         first_rule: The suggestion before any observation, with nothing pending (informative
             priors only; :data:`FIRST_RULES`): ``"acquisition"`` -- UCB with ``ucb_beta`` on the
@@ -127,6 +128,7 @@ class BOEngine:
         *,
         acquisition: str = "logei",
         ucb_beta: float = UCB_BETA,
+        pi_margin: float = 0.0,
         pending_rule: str | None = None,
         first_rule: str = "acquisition",
         candidates: np.ndarray | None = None,
@@ -143,6 +145,7 @@ class BOEngine:
         self.dims = tuple(dims)
         self.acquisition = acquisition
         self.ucb_beta = float(ucb_beta)
+        self.pi_margin = float(pi_margin)
         self.pending_rule = pending_rule
         is_cat = np.array([dim.kind == "categorical" for dim in self.dims])
         self._space = MixedSpace(tuple(dim.grid for dim in self.dims), is_cat)
@@ -353,7 +356,8 @@ class BOEngine:
         """The acquisition on ``posterior``; UCB on the prior before any observation."""
         if len(y_model):
             kind = "logei" if self.acquisition == "ts" else self.acquisition
-            return Criterion(posterior, kind, float(y_model.max()), prior, beta=self.ucb_beta)
+            target = float(y_model.max()) + (self.pi_margin if kind == "pi" else 0.0)
+            return Criterion(posterior, kind, target, prior, beta=self.ucb_beta)
         beta = self.ucb_beta if pending else FIRST_BETA.get(self.first_rule, self.ucb_beta)
         return Criterion(posterior, "ucb", 0.0, prior, beta=beta)
 

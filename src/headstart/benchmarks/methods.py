@@ -143,6 +143,7 @@ def _run_headstart(
     settings.setdefault("use_priors", False)  # plain methods ignore priors on the task's space
     # noiseless test functions and tables: interpolate (Optuna's GP is told so too)
     settings.setdefault("deterministic", task.noise_std == 0)
+    settings.update(_EXTRA_SETTINGS.get())  # a PoolArgmax variant's (e.g. PI with a margin)
     study = hs.create_study(
         f"bench-{task.name}-{method}-{seed}",
         task.space,
@@ -164,6 +165,7 @@ def _run_headstart(
 
 
 _POOL_ARGMAX: contextvars.ContextVar[bool] = contextvars.ContextVar("pool_argmax", default=False)
+_EXTRA_SETTINGS: contextvars.ContextVar[dict] = contextvars.ContextVar("extra_settings", default={})
 
 
 def _ask_pool_argmax(study, pool: np.ndarray):
@@ -186,16 +188,20 @@ def _ask_pool_argmax(study, pool: np.ndarray):
 class PoolArgmax:
     """A registered headstart method whose model-based suggestions are the acquisition's argmax
     over the task's pool (:func:`_ask_pool_argmax`) instead of a continuous search scored at the
-    nearest pool point (issue 33: the protocol of the MPHD paper's pool benchmarks)."""
+    nearest pool point (issue 33: the protocol of the MPHD paper's pool benchmarks);
+    ``settings`` are passed on to ``create_study`` (e.g. PI with a margin, the paper's
+    acquisition)."""
 
     base: str
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-        token = _POOL_ARGMAX.set(True)
+        tokens = (_POOL_ARGMAX.set(True), _EXTRA_SETTINGS.set(dict(self.settings)))
         try:
             return METHODS[self.base](task, seed, budget)
         finally:
-            _POOL_ARGMAX.reset(token)
+            _POOL_ARGMAX.reset(tokens[0])
+            _EXTRA_SETTINGS.reset(tokens[1])
 
 
 def run_headstart_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -755,8 +761,12 @@ register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-mphd-true", run_headstart_mphd_true)
 register_method("headstart-gp-hand", run_headstart_gp_hand)
+# MPHD's PI target margin, zeta = 0.1 on values in [0, 1] (Fan et al. 2024); in standard
+# deviations of the observations (pi_margin's unit) that is about 0.5 on the synthetic pools
+PAPER_PI = (("acquisition", "pi"), ("pi_margin", 0.5))
 for _base in ("mphd", "mphd-shared", "mphd-true", "gp-hand", "gp-init5"):
     register_method(f"headstart-{_base}-pool", PoolArgmax(f"headstart-{_base}"))
+    register_method(f"headstart-{_base}-pool-pi", PoolArgmax(f"headstart-{_base}", PAPER_PI))
 register_method("headstart-gp-init5", run_headstart_gp_init5)
 register_method("headstart-scaml-loto", run_headstart_scaml_loto)
 for _suffix, _settings, _what in (
