@@ -143,7 +143,7 @@ def _run_headstart(
     settings.setdefault("use_priors", False)  # plain methods ignore priors on the task's space
     # noiseless test functions and tables: interpolate (Optuna's GP is told so too)
     settings.setdefault("deterministic", task.noise_std == 0)
-    settings.update(_EXTRA_SETTINGS.get())  # a PoolArgmax variant's (e.g. PI with a margin)
+    settings.update(dict(_EXTRA_SETTINGS.get()))  # a PoolArgmax variant's (PI with a margin)
     study = hs.create_study(
         f"bench-{task.name}-{method}-{seed}",
         task.space,
@@ -165,7 +165,9 @@ def _run_headstart(
 
 
 _POOL_ARGMAX: contextvars.ContextVar[bool] = contextvars.ContextVar("pool_argmax", default=False)
-_EXTRA_SETTINGS: contextvars.ContextVar[dict] = contextvars.ContextVar("extra_settings", default={})
+_EXTRA_SETTINGS: contextvars.ContextVar[tuple] = contextvars.ContextVar(
+    "extra_settings", default=()
+)
 
 
 def _ask_pool_argmax(study, pool: np.ndarray):
@@ -196,7 +198,7 @@ class PoolArgmax:
     settings: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-        tokens = (_POOL_ARGMAX.set(True), _EXTRA_SETTINGS.set(dict(self.settings)))
+        tokens = (_POOL_ARGMAX.set(True), _EXTRA_SETTINGS.set(self.settings))
         try:
             return METHODS[self.base](task, seed, budget)
         finally:
