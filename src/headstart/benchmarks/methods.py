@@ -143,7 +143,8 @@ def _run_headstart(
     settings.setdefault("use_priors", False)  # plain methods ignore priors on the task's space
     # noiseless test functions and tables: interpolate (Optuna's GP is told so too)
     settings.setdefault("deterministic", task.noise_std == 0)
-    settings.update(dict(_EXTRA_SETTINGS.get()))  # a PoolArgmax variant's (PI with a margin)
+    variant = _POOL_VARIANT.get()  # inside a PoolArgmax call: its create_study settings
+    settings.update(dict(variant or ()))
     study = hs.create_study(
         f"bench-{task.name}-{method}-{seed}",
         task.space,
@@ -155,7 +156,7 @@ def _run_headstart(
         **settings,
     )
     recorder = _Recorder(task, seed)
-    pool = getattr(task.objective, "X", None) if _POOL_ARGMAX.get() else None
+    pool = getattr(task.objective, "X", None) if variant is not None else None
     for _ in range(budget):
         t0 = time.perf_counter()
         trial = study.ask() if pool is None else _ask_pool_argmax(study, pool)
@@ -164,9 +165,9 @@ def _run_headstart(
     return recorder.records
 
 
-_POOL_ARGMAX: contextvars.ContextVar[bool] = contextvars.ContextVar("pool_argmax", default=False)
-_EXTRA_SETTINGS: contextvars.ContextVar[tuple] = contextvars.ContextVar(
-    "extra_settings", default=()
+# The settings of the PoolArgmax call in progress (None: not inside one)
+_POOL_VARIANT: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
+    "pool_variant", default=None
 )
 
 
@@ -177,10 +178,8 @@ def _ask_pool_argmax(study, pool: np.ndarray):
     done = [t for t in study.trials if t.state == "complete"]
     if len(done) < study._strategy.n_initial:
         return study.ask()
-    sign = -1.0 if study.direction == "minimize" else 1.0
-    criterion = study._strategy.criteria([t.params for t in done], [sign * t.value for t in done])[
-        0
-    ]
+    values = [study._to_max(t.value) for t in done]
+    criterion = study._strategy.criteria([t.params for t in done], values)[0]
     best = int(np.argmax(criterion.value(pool)))
     study.enqueue(study.space.decode(pool[best])[0])
     return study.ask()
@@ -198,12 +197,11 @@ class PoolArgmax:
     settings: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-        tokens = (_POOL_ARGMAX.set(True), _EXTRA_SETTINGS.set(self.settings))
+        token = _POOL_VARIANT.set(self.settings)
         try:
             return METHODS[self.base](task, seed, budget)
         finally:
-            _POOL_ARGMAX.reset(tokens[0])
-            _EXTRA_SETTINGS.reset(tokens[1])
+            _POOL_VARIANT.reset(token)
 
 
 def run_headstart_gp(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
