@@ -141,33 +141,28 @@ class StudyConfig:
             raise InvalidSettingError(
                 f"first_trial must be one of {FIRST_RULES}; got {self.first_trial!r}."
             )
-        v = self.ucb_beta
-        if v is not None and (
-            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0
-        ):
-            raise InvalidSettingError(f"ucb_beta must be a finite number >= 0; got {v!r}.")
-        v = self.pi_margin
-        if v is not None:
+        for label in ("ucb_beta", "pi_margin"):
+            v = getattr(self, label)
+            if v is None:
+                continue
             if (
                 isinstance(v, bool)
                 or not isinstance(v, int | float)
                 or not math.isfinite(v)
                 or v < 0
             ):
-                raise InvalidSettingError(f"pi_margin must be a finite number >= 0; got {v!r}.")
-            if self.acquisition != "pi":
-                raise InvalidSettingError(
-                    f"pi_margin sets the target of acquisition='pi'; got acquisition="
-                    f"{self.acquisition!r}. Pass acquisition='pi' with it, or drop pi_margin."
-                )
-            object.__setattr__(self, "pi_margin", float(v))
+                raise InvalidSettingError(f"{label} must be a finite number >= 0; got {v!r}.")
+            object.__setattr__(self, label, float(v))
+        if self.pi_margin is not None and self.acquisition != "pi":
+            raise InvalidSettingError(
+                f"pi_margin sets the target of acquisition='pi'; got acquisition="
+                f"{self.acquisition!r}. Pass acquisition='pi' with it, or drop pi_margin."
+            )
         if self.prior_strength is not None:
             object.__setattr__(self, "prior_strength", check_prior_strength(self.prior_strength))
         object.__setattr__(
             self, "prior_candidate_share", check_candidate_share(self.prior_candidate_share)
         )
-        if self.ucb_beta is not None:
-            object.__setattr__(self, "ucb_beta", float(self.ucb_beta))
         if self.options is not None and not isinstance(self.options, dict):
             raise InvalidSettingError(
                 f"options must be a mapping of option names to values; got {self.options!r}."
