@@ -121,11 +121,7 @@ def true_prior(d: int, learned: Path, path: Path) -> Path:
 
     if not path.exists():
         fitted = PriorModel.load(learned)
-        PriorModel(
-            "shared",
-            [],
-            [0.0] * 4,
-            [1.0] * 4,
+        PriorModel.shared(
             true_gamma(d),
             fitted.outputscale,
             fitted.noise,

@@ -89,6 +89,17 @@ def test_context_features_for_every_parameter_type():
 
 
 # --- step 2: Gamma fits ---------------------------------------------------------------------------
+def test_a_given_shared_prior_gives_every_lengthscale_its_gamma_and_round_trips(tmp_path):
+    model = PriorModel.shared((2.0, 4.0), (2.0, 2.0), (1.1, 30.0), {"hand_specified": "test"})
+    assert model == PriorModel(
+        "shared", [], [0.0] * 4, [1.0] * 4, (2.0, 4.0), (2.0, 2.0), (1.1, 30.0),
+        {"hand_specified": "test"},
+    )  # fmt: skip
+    a, b = model.lengthscale_gammas(["continuous", "integer", "categorical"])
+    assert a.tolist() == [2.0] * 3 and b.tolist() == [4.0] * 3
+    assert PriorModel.load(model.save(tmp_path / "p.json")) == model
+
+
 def test_gamma_mle_is_scipys():
     x = np.random.default_rng(0).gamma(3.0, 1 / 12.0, size=400)
     a, _, scale = scipy.stats.gamma.fit(x, floc=0.0)

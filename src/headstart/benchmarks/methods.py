@@ -415,11 +415,7 @@ HAND_PRIOR = {"lengthscale": (1.0, 0.1), "outputscale": (1.0, 5.0 / 12), "noise"
 def _hand_prior():
     from headstart.mphd import PriorModel
 
-    return PriorModel(
-        "shared",
-        [],
-        [0.0] * 4,
-        [1.0] * 4,
+    return PriorModel.shared(
         HAND_PRIOR["lengthscale"],
         HAND_PRIOR["outputscale"],
         HAND_PRIOR["noise"],

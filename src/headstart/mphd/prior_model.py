@@ -131,6 +131,22 @@ class PriorModel:
                 )
 
     # --- use -----------------------------------------------------------------------------------
+    @classmethod
+    def shared(
+        cls,
+        lengthscale: tuple[float, float],
+        outputscale: tuple[float, float],
+        noise: tuple[float, float],
+        trained_on: Mapping[str, Any] | None = None,
+    ) -> PriorModel:
+        """A given (not pre-trained) prior: one ``(a, b)`` Gamma for every lengthscale, and those
+        of the signal and noise variances; ``trained_on`` says where the numbers come from."""
+        width = len(FEATURES)
+        return cls(
+            "shared", [], [0.0] * width, [1.0] * width, lengthscale, outputscale, noise,
+            dict(trained_on or {}),
+        )  # fmt: skip
+
     def lengthscale_gammas(self, kinds: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         r"""Gamma shape ``a`` and rate ``b`` of each dimension's lengthscale (``d`` each)."""
         context = dimension_context(kinds)
