@@ -130,12 +130,26 @@ def true_prior(d: int, learned: Path, path: Path) -> Path:
     return path
 
 
-def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
-    """Register the 4 held-out domains' pools (2 sub-datasets each) as pool tasks."""
+def register_pool(name: str, rng, d: int, ell, s: float, noise: float, priors) -> str:
+    """Register a 1,000-point pool of one domain (a fresh joint GP draw at uniform inputs, values
+    scaled to [0, 1] and maximized as "accuracy") as the pool task ``name``; ``priors`` are the
+    ``(name, path)`` prior files the task carries."""
     from headstart.benchmarks.functions import Task, register_task
     from headstart.benchmarks.hpob import PoolObjective
-    from headstart.mphd.pretrain import fit_priors
     from headstart.space import Float, SearchSpace
+
+    X = rng.random((1000, d))
+    y = _draw(rng, X, ell, s, noise)
+    y = (y - y.min()) / (y.max() - y.min())
+    space = SearchSpace({f"c{j}": Float(0.0, 1.0) for j in range(d)})
+    objective = PoolObjective(X, y, tuple(priors))
+    register_task(Task(name, space, objective, float(1.0 - y.max())), overwrite=True)
+    return name
+
+
+def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
+    """Register the 4 held-out domains' pools (2 sub-datasets each) as pool tasks."""
+    from headstart.mphd.pretrain import fit_priors
 
     data = super_dataset(seed, n_points)
     paths = {m: prior_dir / f"synthetic-{seed}-{m}.json" for m in ("network", "shared")}
@@ -147,16 +161,9 @@ def bo_tasks(seed, n_points, prior_dir: Path) -> list[str]:
     names = []
     for i, (d, ell, s, noise, _) in enumerate(data[N_TRAIN:]):
         true = true_prior(d, paths["network"], prior_dir / f"synthetic-{seed}-true-d{d}.json")
-        space = SearchSpace({f"c{j}": Float(0.0, 1.0) for j in range(d)})
+        priors = (*((m, str(p)) for m, p in paths.items()), ("true", str(true)))
         for k in range(2):
-            X = rng.random((1000, d))
-            y = _draw(rng, X, ell, s, noise)
-            y = (y - y.min()) / (y.max() - y.min())  # "accuracy" in [0, 1], maximized
-            name = f"synthL-{seed}-{i}-{k}"
-            priors = (*((m, str(p)) for m, p in paths.items()), ("true", str(true)))
-            objective = PoolObjective(X, y, priors)
-            register_task(Task(name, space, objective, float(1.0 - y.max())), overwrite=True)
-            names.append(name)
+            names.append(register_pool(f"synthL-{seed}-{i}-{k}", rng, d, ell, s, noise, priors))
     return names
 
 

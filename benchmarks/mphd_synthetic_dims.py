@@ -32,10 +32,6 @@ BANDS = ((2, 4), (5, 8), (9, 11), (12, 14))
 
 def pool_tasks(seeds, prior_dir: Path) -> list[str]:
     """Register one pool per domain 0..12 (d = 2..14) of each super-dataset seed."""
-    from headstart.benchmarks.functions import Task, register_task
-    from headstart.benchmarks.hpob import PoolObjective
-    from headstart.space import Float, SearchSpace
-
     names = []
     for seed in seeds:
         learned = prior_dir / f"synthetic-{seed}-network.json"
@@ -44,14 +40,10 @@ def pool_tasks(seeds, prior_dir: Path) -> list[str]:
         rng = np.random.default_rng([seed, 77])
         for d, ell, s, noise, _ in ms.super_dataset(seed, 64)[:13]:
             true = ms.true_prior(d, learned, prior_dir / f"synthetic-{seed}-true-d{d}.json")
-            X = rng.random((1000, d))
-            y = ms._draw(rng, X, ell, s, noise)
-            y = (y - y.min()) / (y.max() - y.min())
-            space = SearchSpace({f"c{j}": Float(0.0, 1.0) for j in range(d)})
-            name = f"synthL-dims-{seed}-d{d}"
-            objective = PoolObjective(X, y, (("true", str(true)),))
-            register_task(Task(name, space, objective, float(1.0 - y.max())), overwrite=True)
-            names.append(name)
+            priors = (("true", str(true)),)
+            names.append(
+                ms.register_pool(f"synthL-dims-{seed}-d{d}", rng, d, ell, s, noise, priors)
+            )
     return names
 
 
