@@ -74,7 +74,10 @@ class ResidualPosterior:
         y: np.ndarray,
         is_cat: np.ndarray,
         theta: np.ndarray,
+        sq_diffs: np.ndarray | None = None,
     ) -> None:
+        """``sq_diffs``: :func:`_sq_diffs` of ``X`` with itself as ``n^2 x d``, when the caller
+        has it (the fit does)."""
         self.net, self.r, self.is_cat = net, r, np.asarray(is_cat, dtype=bool)
         self.X, self.y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
         self.theta = np.asarray(theta, dtype=np.float64)
@@ -87,7 +90,10 @@ class ResidualPosterior:
         self.noise = float(np.exp(self.theta[k + d + 1]))
         self.outputscale = 1.0  # standardized targets: the prior variance's scale
         self.Phi = self._features(self.X)
-        r2 = _sq_diffs(self.X, self.X, self.is_cat) @ self.w  # exact zeros on the diagonal
+        n = len(self.y)
+        if sq_diffs is None:
+            sq_diffs = _sq_diffs(self.X, self.X, self.is_cat).reshape(n * n, d)
+        r2 = (sq_diffs @ self.w).reshape(n, n)  # exact zeros on the diagonal
         K = (self.Phi * self.inv_alpha) @ self.Phi.T + self.s * matern52_np(r2)[0]
         K[np.diag_indices(len(y))] += self.noise
         self.L = robust_cholesky(torch.from_numpy(K)).numpy()
@@ -250,7 +256,7 @@ def fit_residual(
     if not np.isfinite(fs).any():
         xs, fs = np.array(starts[:1]), np.zeros(1)
     theta = xs[int(np.argmin(fs))]
-    return ResidualPosterior(net, r, X, y, is_cat, theta)
+    return ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2)
 
 
 __all__ = ["ResidualPosterior", "fit_residual", "neg_log_posterior"]
