@@ -340,6 +340,11 @@ def suggestion_seconds(sizes, repeats: int, out_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _names(text: str) -> list[str]:
+    """The method names of a comma-separated list (``--methods`` and the parts' own lists)."""
+    return [m for m in text.split(",") if m]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default=METHODS)
@@ -369,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     skip = set(args.skip.split(","))
-    methods = [m for m in args.methods.split(",") if m]
+    methods = _names(args.methods)
     csv_path = args.out / "abrac.csv"
     text = [
         "# ABRAC and ABLR (neural transfer surrogates)",
@@ -404,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if "early" not in skip:
         for task in BUDGETS:
             run_benchmark(
-                [m for m in EARLY_METHODS.split(",")], [task], range(args.early_seeds),
+                _names(EARLY_METHODS), [task], range(args.early_seeds),
                 EARLY_BUDGET, early_csv, workers=args.workers,
             )  # fmt: skip
     if early_csv.exists():
@@ -416,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
 
         register_task(hpob_transfer_family(SVM_SPACE, n_per_source=SVM_PER_SOURCE))
         run_benchmark(
-            [m for m in args.svm_methods.split(",") if m], [SVM], range(args.svm_seeds),
+            _names(args.svm_methods), [SVM], range(args.svm_seeds),
             TABLE_BUDGET, svm_csv, workers=args.workers,
         )  # fmt: skip
     if svm_csv.exists():
@@ -431,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     long_csv = args.out / "abrac_long.csv"
     if "long" not in skip:
         run_benchmark(
-            [m for m in args.long_methods.split(",") if m],
+            _names(args.long_methods),
             ["quadratic-loo"],
             range(args.long_seeds),
             args.long_budget,
