@@ -6,19 +6,23 @@ other 14 (every task a sub-dataset, ``n_points`` per sub-dataset), then run BO o
 space's tasks (pool-based: a suggestion is evaluated at the nearest pool configuration).
 5 random initial points, then BO, as in the paper.
 
-Methods: ``headstart-mphd`` (context-network lengthscale priors), ``headstart-mphd-shared`` (the
+Methods: ``headstart-mphd`` (headstart's default, ``lengthscale="auto"``: the context network
+pulled toward the shared Gamma as far as leave-one-space-out likelihood says, or the shared Gamma),
+``headstart-mphd-network`` (the paper's unregularized network), ``headstart-mphd-shared`` (the
 "Non-NN" ablation), ``headstart-gp-hand`` (the paper's hand-specified Gamma priors),
 ``headstart-gp-init5`` (headstart's default GP priors), ``headstart-scaml-loto`` (ScaML-GP on the
 other tasks of the same space) and ``headstart-random``. Metric: normalized simple regret
 ``(max acc - best acc) / (max acc - min acc)`` of the task's pool, averaged over tasks and seeds
-per space; seconds per suggestion.
+per space; seconds per suggestion. The report also scores each held-out space's step-1
+lengthscales under the priors pre-trained without it (the held-out log likelihood, issue 33), for
+the priors of ``--n-points`` and of ``--before-points`` points per sub-dataset.
 
 Resumable (the CSV keeps finished jobs; the priors are cached as small JSON files next to it).
 Writes ``<out>/mphd.{csv,md,png}`` and ``<out>/mphd_priors/*.json``.
 
 Usage::
 
-    python benchmarks/mphd.py                          # 15 spaces, 2 tasks each, 3 seeds
+    python benchmarks/mphd.py                          # 15 spaces, 2 tasks each, 5 seeds
     python benchmarks/mphd.py --spaces 4796,5527 --tasks-per-space 1 --seeds 1 --budget 20 \
         --out /tmp/mphd                                # a smoke run
 """
@@ -33,12 +37,15 @@ import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 METHODS = (
-    "headstart-mphd,headstart-mphd-shared,headstart-gp-hand,headstart-gp-init5,"
-    "headstart-scaml-loto,headstart-random"
+    "headstart-mphd,headstart-mphd-network,headstart-mphd-shared,headstart-gp-hand,"
+    "headstart-gp-init5,headstart-random"
 )
 TARGET, BASELINE, HAND = "headstart-mphd", "headstart-gp-init5", "headstart-gp-hand"
 N_SOURCE_ROWS = 128  # rows of each other task given to ScaML-GP
-POOL_ROWS = 256  # rows per sub-dataset handed to pre-training (it subsamples n_points of them)
+# points per sub-dataset in step 1: what fits the issue's 5-minute pre-training budget on this
+# machine (245,816 of HPO-B's 1.9 million points, 111 s), and the 64 of the earlier runs
+N_POINTS, BEFORE_POINTS = 4096, 64
+MODES = ("auto", "network", "shared")
 
 
 def _domain(space_id, tasks, rng):
@@ -47,11 +54,7 @@ def _domain(space_id, tasks, rng):
 
     space = space_of(tasks)
     kinds = tuple(c.kind for c in space.columns)
-    data = []
-    for _, X, acc in tasks:
-        idx = rng.choice(len(acc), min(POOL_ROWS, len(acc)), replace=False)
-        data.append((_encode(space, X[idx]), acc[idx]))
-    return Domain(space_id, kinds, tuple(data))
+    return Domain(space_id, kinds, tuple((_encode(space, X), acc) for _, X, acc in tasks))
 
 
 def _encode(space, X):
@@ -77,21 +80,48 @@ def step1_fits(data, out_dir, n_points, seed=0):
         rng = np.random.default_rng(seed)
         return [_domain(s, t, rng) for s, t in data.items()]
 
-    path = out_dir / "step1-all-spaces.json"
+    path = out_dir / f"step1-all-spaces-n{n_points}.json"
     return cached_fit_domains(path, make_domains, n_points=n_points, seed=seed)
 
 
 def pretrain_priors(fits, kinds, held_out, out_dir, n_points, seed=0) -> dict[str, str]:
-    """The held-out space's priors (``network`` and ``shared``) from the other spaces' fits."""
+    """The held-out space's priors (one per :data:`MODES`) from the other spaces' fits."""
     from headstart.mphd.pretrain import fit_priors
 
-    paths = {m: out_dir / f"hpob-without-{held_out}-{m}.json" for m in ("network", "shared")}
+    paths = {m: out_dir / f"hpob-n{n_points}-without-{held_out}-{m}.json" for m in MODES}
     others = [f for f in fits if f.name != held_out]
     for mode, path in paths.items():
         if not path.exists():
             prior = fit_priors(others, kinds, lengthscale=mode, n_points=n_points, seed=seed)
             prior.save(path)
     return {mode: str(path) for mode, path in paths.items()}
+
+
+def heldout_loglik(fits, kinds, priors_by_points: dict[int, dict[str, dict[str, str]]]) -> list:
+    """Rows ``(space, points, mode, mean log Gamma density of the space's lengthscales)``: each
+    held-out space's step-1 lengthscales (from ``fits``, the most points') under the priors
+    trained without it, for each number of points per sub-dataset."""
+    from headstart.mphd import PriorModel
+    from headstart.mphd.network import gamma_log_pdf
+
+    rows = []
+    for fit in fits:
+        for points, by_space in priors_by_points.items():
+            for mode, path in by_space.get(fit.name, {}).items():
+                prior = PriorModel.load(path)
+                a, b = prior.lengthscale_gammas(kinds[fit.name])
+                chosen = prior.trained_on.get("selection", {}).get("strength")
+                rows.append(
+                    {
+                        "space": fit.name,
+                        "points": points,
+                        "mode": mode,
+                        "loglik": float(np.mean(gamma_log_pdf(fit.lengthscales, a, b))),
+                        "lambda": chosen if mode == "auto" else None,
+                        "chose": prior.lengthscale_mode if mode == "auto" else mode,
+                    }
+                )
+    return rows
 
 
 def make_tasks(data, space_id, priors, tasks_per_space):
@@ -120,7 +150,9 @@ def make_tasks(data, space_id, priors, tasks_per_space):
     return names
 
 
-def report(csv_path: Path, data, out: Path, budget: int, pretrain_note: str) -> str:
+def report(
+    csv_path: Path, data, out: Path, budget: int, pretrain_note: str, heldout: list[str]
+) -> str:
     from headstart.benchmarks.runner import read_results
 
     frame = read_results(csv_path)
@@ -134,18 +166,20 @@ def report(csv_path: Path, data, out: Path, budget: int, pretrain_note: str) -> 
     checkpoints = sorted(set(checkpoints))
     rows = frame[frame["iteration"].isin(checkpoints)]
     per_space = rows.groupby(["space", "method", "iteration"])["nregret"].mean().unstack()
-    seeds = frame.groupby("method")["seed"].nunique().max()
+    per_method = frame.groupby("method")["seed"].nunique()
+    seeds = ", ".join(f"{m} {n}" for m, n in per_method.items())
     lines = [
         "# MPHD on held-out HPO-B search spaces (NToT)",
         "",
         f"Generated by `python benchmarks/mphd.py`. {len(frame['space'].unique())} held-out "
-        f"spaces, {frame['task'].nunique()} tasks, {seeds} seeds, budget {budget} (5 random "
+        f"spaces, {frame['task'].nunique()} tasks, budget {budget} (5 random "
         "initial points, then BO). Pool-based: a suggestion is evaluated at the nearest pool "
         "configuration. Normalized regret = (max acc - best acc) / (max acc - min acc) of the "
-        f"task's pool, mean over tasks and seeds. {pretrain_note}",
+        f"task's pool, mean over tasks and seeds. {pretrain_note} Seeds per method: {seeds}.",
         "",
         "![regret](mphd.png)",
         "",
+        *heldout,
         "### Mean normalized regret per held-out space",
         "",
     ]
@@ -210,14 +244,56 @@ def _plot(frame, path: Path, budget: int) -> None:
     plt.close(fig)
 
 
+def heldout_table(rows) -> list[str]:
+    """The held-out log-likelihood section of the report (issue 33, item 3)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    table = frame.pivot_table(index="space", columns=["points", "mode"], values="loglik")
+    cols = sorted(table.columns, key=lambda c: (c[0], MODES.index(c[1])))
+    chosen = frame[frame["mode"] == "auto"].set_index(["space", "points"])
+    lines = [
+        "### Held-out log likelihood of each space's lengthscales",
+        "",
+        "Mean log Gamma density of a held-out space's step-1 lengthscales (fitted on that "
+        "space's points) under the prior pre-trained on the other 14 spaces: the paper's network "
+        "(`network`), one shared Gamma (`shared`) and headstart's default (`auto`: the network "
+        "pulled toward the shared Gamma by the lambda that leave-one-space-out likelihood on the "
+        "14 training spaces chose, or the shared Gamma), pre-trained on the given points per "
+        "sub-dataset. Every column scores the same lengthscales: step 1's on the most points. "
+        "Higher is better.",
+        "",
+        "| space | " + " | ".join(f"{m} ({p} pts)" for p, m in cols) + " | auto chose |",
+        "|---|" + "---:|" * len(cols) + "---|",
+    ]
+    for space, row in table.iterrows():
+        picks = []
+        for p in sorted({c[0] for c in cols}):
+            pick = chosen.loc[(space, p)]
+            lam = pick["lambda"]
+            what = "shared" if pick["chose"] == "shared" else f"lambda={lam:g}"
+            picks.append(f"{p}: {what}")
+        cells = " | ".join(f"{row[c]:.2f}" for c in cols)
+        lines.append(f"| {space} | {cells} | {', '.join(picks)} |")
+    means = " | ".join(f"**{table[c].mean():.2f}**" for c in cols)
+    lines += [f"| mean | {means} | |", ""]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--spaces", default="", help="comma-separated HPO-B space ids (default all)")
     p.add_argument("--tasks-per-space", type=int, default=2)
     p.add_argument("--methods", default=METHODS)
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--budget", type=int, default=100)
-    p.add_argument("--n-points", type=int, default=64, help="points per sub-dataset (step 1)")
+    p.add_argument("--n-points", type=int, default=N_POINTS, help="points per sub-dataset (step 1)")
+    p.add_argument(
+        "--before-points",
+        type=int,
+        default=BEFORE_POINTS,
+        help="points per sub-dataset of the held-out likelihood's comparison priors (0: none)",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
     p.add_argument("--report-only", action="store_true")
@@ -230,22 +306,29 @@ def main(argv: list[str] | None = None) -> int:
     prior_dir = args.out / "mphd_priors"
     prior_dir.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "mphd.csv"
-    fits, kinds, step1 = step1_fits(data, prior_dir, args.n_points)
+    reference, kinds, step1 = step1_fits(data, prior_dir, args.n_points)
     note = (
-        f"Pre-training step 1 on all {len(fits)} spaces ({step1['n_points']} points per "
-        f"sub-dataset, every task of a space one sub-dataset) took {step1['seconds']} s on this "
-        "machine; each held-out space's prior is step 2 on the other 14 spaces' step-1 fits."
+        f"Pre-training step 1 on all {len(reference)} spaces ({args.n_points} points per "
+        f"sub-dataset, {step1['seconds']} s on this machine; every task of a space one "
+        "sub-dataset); each held-out space's prior is step 2 on the other 14 spaces' step-1 fits."
     )
+    priors = {}
+    for points in sorted({args.n_points, args.before_points} - {0}, reverse=True):
+        fits = step1_fits(data, prior_dir, points)[0]
+        priors[points] = {s: pretrain_priors(fits, kinds, s, prior_dir, points) for s in spaces}
+    rows = heldout_loglik(reference, kinds, priors)
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(args.out / "mphd_heldout.csv", index=False, float_format="%.5g")
     names = []
     for s in spaces:
-        priors = pretrain_priors(fits, kinds, s, prior_dir, args.n_points)
-        names += make_tasks(data, s, priors, args.tasks_per_space)
+        names += make_tasks(data, s, priors[args.n_points][s], args.tasks_per_space)
     if not args.report_only:
         methods = [m for m in args.methods.split(",") if m]
         run_benchmark(
             methods, names, range(args.seeds), args.budget, csv_path, workers=args.workers
         )
-    sys.stdout.write(report(csv_path, data, args.out, args.budget, note))
+    sys.stdout.write(report(csv_path, data, args.out, args.budget, note, heldout_table(rows)))
     return 0
 
 

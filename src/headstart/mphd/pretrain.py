@@ -25,26 +25,32 @@ Gammas of the signal and noise variances by SciPy's MLE. ``lengthscale="shared"`
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from headstart.exceptions import PretrainingDataError
 from headstart.mphd.context import KINDS, dimension_context
-from headstart.mphd.prior_model import GAMMA_FLOOR, LENGTHSCALE_MODES, PriorModel
+from headstart.mphd.network import (
+    STEP2,
+    Progress,
+    fit_lengthscale_network,
+    gamma_kl,
+    gamma_mle,
+    select_lengthscale_prior,
+)
+from headstart.mphd.prior_model import LENGTHSCALE_MODES, PriorModel
 
 DEFAULT_POINTS = 64  # points per sub-dataset in step 1 (the paper subsamples 50 per Adam step)
+# Step 1's exact GPs: a sub-dataset of more points is cut into independent blocks of at most this
+# many (a block-diagonal likelihood; the paper's 50-point Adam steps approximate it the same way)
+BLOCK = 64
 MIN_SPACES = 3  # step 2 fits Gammas across spaces: 2 points give a degenerate spread
 MIN_POINTS = 5  # a sub-dataset with fewer usable points says nothing about a lengthscale
-NETWORK_ITERATIONS = 2000
-NETWORK_LR = 1e-2
-HIDDEN = 16
 STEP1 = "MPHD step 1: a GP per search space"
-STEP2 = "MPHD step 2: the lengthscale network"
-Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
+PRETRAIN_MODES = ("auto", *LENGTHSCALE_MODES)
 _STARTS = (1.0, 0.2)  # step-1 starting lengthscales, both tried, the better fit kept
 
 
@@ -114,7 +120,7 @@ class DomainFit:
 
 
 def cached_fit_domains(
-    path, make_domains, *, n_points: int = DEFAULT_POINTS, seed: int = 0
+    path, make_domains, *, n_points: int | None = DEFAULT_POINTS, seed: int = 0
 ) -> tuple[list[DomainFit], dict[str, tuple[str, ...]], dict]:
     r"""Step 1 (:func:`fit_domains`), kept in the JSON file ``path`` so step 2 can be redone.
 
@@ -145,22 +151,24 @@ def cached_fit_domains(
     return fits, {k: tuple(v) for k, v in stored["kinds"].items()}, stored
 
 
-def _usable(domain: Domain, n_points: int, rng: np.random.Generator):
-    """The domain's sub-datasets, finite, subsampled to ``n_points``, values standardized."""
+def _usable(domain: Domain, n_points: int | None, rng: np.random.Generator):
+    """The domain's sub-datasets: finite rows, at most ``n_points`` of them (all for ``None``),
+    values standardized, each cut into blocks of at most :data:`BLOCK` points."""
     out = []
     for X, y in domain.datasets:
         keep = np.isfinite(y) & np.isfinite(X).all(axis=1)
         X, y = X[keep], y[keep]
-        if len(y) > n_points:
-            idx = rng.choice(len(y), n_points, replace=False)
-            X, y = X[idx], y[idx]
+        order = rng.permutation(len(y))[:n_points]
+        X, y = np.clip(X[order], 0.0, 1.0), y[order]
         std = float(np.std(y)) if len(y) else 0.0
         if len(y) >= MIN_POINTS and std > 1e-12 * max(1.0, abs(float(np.mean(y)))):
-            out.append((np.clip(X, 0.0, 1.0), (y - y.mean()) / std))
+            y = (y - y.mean()) / std
+            blocks = np.array_split(np.arange(len(y)), -(-len(y) // BLOCK))
+            out.append([(X[b], y[b]) for b in blocks])
     return out
 
 
-def _select(domains: Sequence[Domain], n_points: int, seed: int):
+def _select(domains: Sequence[Domain], n_points: int | None, seed: int):
     kept, reasons = [], []
     for i, domain in enumerate(domains):
         data = _usable(domain, n_points, np.random.default_rng([seed, i]))
@@ -185,7 +193,7 @@ def _select(domains: Sequence[Domain], n_points: int, seed: int):
 def fit_domains(
     domains: Sequence[Domain],
     *,
-    n_points: int = DEFAULT_POINTS,
+    n_points: int | None = DEFAULT_POINTS,
     seed: int = 0,
     maxiter: int = 500,
     progress: Progress | None = None,
@@ -208,7 +216,12 @@ def _fit_batched(kept, maxiter: int, progress: Progress | None = None) -> list[D
     from headstart._gp.params import GPParams
 
     D = max(domain.dim for domain, _ in kept)
-    sets = [(g, X, y, domain) for g, (domain, data) in enumerate(kept) for X, y in data]
+    sets = [
+        (g, X, y, domain)
+        for g, (domain, data) in enumerate(kept)
+        for blocks in data
+        for X, y in blocks
+    ]
     is_cat = np.zeros((len(sets), D), dtype=bool)
     for i, (_, _, _, domain) in enumerate(sets):
         is_cat[i, : domain.dim] = [k == "categorical" for k in domain.kinds]
@@ -261,110 +274,6 @@ def _fit_batched(kept, maxiter: int, progress: Progress | None = None) -> list[D
     ]
 
 
-def gamma_mle(x: np.ndarray) -> tuple[float, float]:
-    r"""Maximum-likelihood Gamma ``(shape a, rate b)`` of positive samples (SciPy, ``loc = 0``).
-
-    Samples that are (nearly) all equal give a Gamma concentrated at their mean (``a = 1e4``).
-    """
-    import scipy.stats
-
-    x = np.asarray(x, dtype=np.float64)
-    x = x[np.isfinite(x) & (x > 0)]
-    if len(x) == 0:
-        raise PretrainingDataError("No positive estimate to fit a Gamma prior to.")
-    if len(x) < 2 or float(np.std(np.log(x))) < 1e-6:
-        return 1e4, 1e4 / float(np.mean(x))
-    a, _, scale = scipy.stats.gamma.fit(x, floc=0.0)
-    return float(a), float(1.0 / scale)
-
-
-def gamma_kl(a1: float, b1: float, a2: float, b2: float) -> float:
-    r"""``KL(Gamma(a1, b1) || Gamma(a2, b2))`` (shapes ``a``, rates ``b``), closed form:
-
-    (a1 - a2) psi(a1) - ln G(a1) + ln G(a2) + a2 (ln b1 - ln b2) + a1 (b2 - b1) / b1
-    """
-    from scipy.special import digamma, gammaln
-
-    return float(
-        (a1 - a2) * digamma(a1)
-        - gammaln(a1)
-        + gammaln(a2)
-        + a2 * (math.log(b1) - math.log(b2))
-        + a1 * (b2 - b1) / b1
-    )
-
-
-def gamma_log_pdf(x, a, b):
-    """``log Gamma(x | a, b)`` (shape ``a``, rate ``b``) for torch tensors."""
-    import torch
-
-    return a * torch.log(b) - torch.lgamma(a) + (a - 1.0) * torch.log(x) - b * x
-
-
-def fit_lengthscale_network(
-    contexts: np.ndarray,
-    lengthscales: np.ndarray,
-    *,
-    seed: int = 0,
-    iterations: int = NETWORK_ITERATIONS,
-    progress: Progress | None = None,
-) -> tuple[list, np.ndarray, np.ndarray, float]:
-    r"""Step 2 for lengthscales: the network ``context -> (a, b)`` by Gamma maximum likelihood.
-
-    Minimizes ``-mean_k log Gamma(ell_k | softplus(phi(s_k)) + 1e-6)`` with Adam (full batch),
-    started at the pooled Gamma fit (zero output weights, bias = its inverse softplus), so it can
-    only improve on the "Non-NN" prior on the training data.
-
-    Returns:
-        ``(layers [(W, b), ...], feature mean, feature std, final mean negative log likelihood)``.
-    """
-    import torch
-
-    contexts = np.asarray(contexts, dtype=np.float64)
-    mean = contexts.mean(0)
-    std = contexts.std(0)
-    std = np.where(std > 1e-12, std, 1.0)
-    h0 = torch.from_numpy((contexts - mean) / std)
-    ell = torch.from_numpy(np.asarray(lengthscales, dtype=np.float64))
-    gen = torch.Generator().manual_seed(int(seed))
-    sizes = [h0.shape[1], HIDDEN, HIDDEN, 2]
-    params = []
-    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
-        last = i == len(sizes) - 2
-        bound = 0.0 if last else 1.0 / math.sqrt(fan_in)
-        W = (torch.rand(fan_out, fan_in, generator=gen, dtype=torch.float64) * 2 - 1) * bound
-        b = torch.zeros(fan_out, dtype=torch.float64)
-        if last:
-            a0, b0 = gamma_mle(lengthscales)
-            b = torch.tensor([_inv_softplus(a0), _inv_softplus(b0)], dtype=torch.float64)
-        params += [W.requires_grad_(True), b.requires_grad_(True)]
-
-    def loss_fn() -> torch.Tensor:
-        h = h0
-        for i in range(0, len(params), 2):
-            h = h @ params[i].T + params[i + 1]
-            if i < len(params) - 2:
-                h = torch.tanh(h)
-        ab = torch.nn.functional.softplus(h) + GAMMA_FLOOR
-        return -gamma_log_pdf(ell, ab[:, 0], ab[:, 1]).mean()
-
-    opt = torch.optim.Adam(params, lr=NETWORK_LR)
-    best = (float(loss_fn().detach()), [p.detach().clone() for p in params])
-    for done in range(1, iterations + 1):
-        if progress is not None and done % 50 == 0:
-            progress(STEP2, done, iterations)
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        opt.step()
-        value = float(loss.detach())
-        if value < best[0]:
-            best = (value, [p.detach().clone() for p in params])
-    value, weights = best
-    layers = [(weights[i].numpy(), weights[i + 1].numpy()) for i in range(0, len(weights), 2)]
-    return layers, mean, std, value
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -374,16 +283,18 @@ def _version() -> str:
         return "unknown"
 
 
-def _inv_softplus(y: float) -> float:
-    y = max(float(y) - GAMMA_FLOOR, 1e-12)
-    return y + math.log(-math.expm1(-y))
+def _check_mode(lengthscale: str) -> None:
+    if lengthscale not in PRETRAIN_MODES:
+        raise PretrainingDataError(
+            f"lengthscale must be one of {PRETRAIN_MODES}; got {lengthscale!r}."
+        )
 
 
 def pretrain(
     domains: Sequence[Domain],
     *,
-    lengthscale: str = "network",
-    n_points: int = DEFAULT_POINTS,
+    lengthscale: str = "auto",
+    n_points: int | None = DEFAULT_POINTS,
     seed: int = 0,
     progress: Progress | None = None,
 ) -> PriorModel:
@@ -391,24 +302,28 @@ def pretrain(
 
     Args:
         domains: The super-dataset: at least :data:`MIN_SPACES` spaces with usable data.
-        lengthscale: ``"network"`` (MPHD) or ``"shared"`` (the "Non-NN" ablation).
-        n_points: Points per sub-dataset in step 1.
+        lengthscale: ``"auto"`` (the context network, pulled toward the shared Gamma as far as
+            leave-one-space-out likelihood says, or the shared Gamma itself when that predicts
+            unseen spaces better; :mod:`headstart.mphd.network`), ``"network"`` (the paper's
+            unregularized network) or ``"shared"`` (the paper's "Non-NN" ablation).
+        n_points: Points per sub-dataset in step 1 (``None``: every point; more than
+            :data:`BLOCK` are fitted in blocks, so time and memory grow linearly).
         seed: Subsampling and network initialization (same seed, same prior).
         progress: Called as ``progress(stage, done, total)`` while the steps run (step 1's
             L-BFGS-B iterations, step 2's Adam steps), e.g. to move a progress bar.
 
     Returns:
-        The :class:`~headstart.mphd.prior_model.PriorModel` (save it with ``.save(path)``).
+        The :class:`~headstart.mphd.prior_model.PriorModel` (save it with ``.save(path)``); with
+        ``"auto"``, ``trained_on["selection"]`` records what was chosen and why.
 
     Raises:
         PretrainingDataError: too few usable spaces, or an unknown ``lengthscale``.
     """
-    if lengthscale not in LENGTHSCALE_MODES:
+    _check_mode(lengthscale)
+    if n_points is not None and (not isinstance(n_points, int) or n_points < MIN_POINTS):
         raise PretrainingDataError(
-            f"lengthscale must be one of {LENGTHSCALE_MODES}; got {lengthscale!r}."
+            f"n_points must be an integer >= {MIN_POINTS} or None (every point); got {n_points}."
         )
-    if not isinstance(n_points, int) or n_points < MIN_POINTS:
-        raise PretrainingDataError(f"n_points must be an integer >= {MIN_POINTS}; got {n_points}.")
     fits = fit_domains(domains, n_points=n_points, seed=seed, progress=progress)
     kinds = {domain.name: domain.kinds for domain in domains}
     return fit_priors(
@@ -420,21 +335,28 @@ def fit_priors(
     fits: Sequence[DomainFit],
     kinds: dict[str, tuple[str, ...]],
     *,
-    lengthscale: str = "network",
-    n_points: int = DEFAULT_POINTS,
+    lengthscale: str = "auto",
+    n_points: int | None = DEFAULT_POINTS,
     seed: int = 0,
     progress: Progress | None = None,
 ) -> PriorModel:
     r"""Step 2 on step-1 estimates (:func:`fit_domains`); ``kinds`` maps each space's name to
-    its column kinds. Both lengthscale modes can be fitted from one step 1."""
-    contexts = np.vstack([dimension_context(kinds[f.name]) for f in fits])
+    its column kinds. Every lengthscale mode can be fitted from one step 1."""
+    _check_mode(lengthscale)
+    contexts = [dimension_context(kinds[f.name]) for f in fits]
     ells = np.concatenate([f.lengthscales for f in fits])
-    shared = gamma_mle(ells)
-    layers, mean, std, loss = [], contexts.mean(0), np.ones(contexts.shape[1]), float("nan")
-    if lengthscale == "network":
-        layers, mean, std, loss = fit_lengthscale_network(
-            contexts, ells, seed=seed, progress=progress
+    network, selection = None, None
+    if lengthscale == "auto":
+        selection, network = select_lengthscale_prior(
+            [f.name for f in fits],
+            contexts,
+            [f.lengthscales for f in fits],
+            seed=seed,
+            progress=progress,
         )
+    elif lengthscale == "network":
+        network = fit_lengthscale_network(np.vstack(contexts), ells, seed=seed, progress=progress)
+    layers, mean, std, loss = network or ([], np.zeros(4), np.ones(4), None)
     trained_on = {
         "spaces": [
             {"name": f.name, "kinds": list(kinds[f.name]), "n_subdatasets": f.n_datasets}
@@ -443,15 +365,17 @@ def fit_priors(
         "points_per_subdataset": n_points,
         "headstart_version": _version(),
         "step1_neg_log_likelihood": float(sum(f.neg_log_likelihood for f in fits)),
-        "step2_lengthscale_nll": loss if math.isfinite(loss) else None,
+        "step2_lengthscale_nll": loss,
         "seed": int(seed),
     }
+    if selection is not None:
+        trained_on["selection"] = selection.to_json()
     return PriorModel(
-        lengthscale,
-        [(W.tolist(), b.tolist()) for W, b in layers],
-        mean.tolist(),
-        std.tolist(),
-        shared,
+        "shared" if network is None else "network",
+        [(np.asarray(W).tolist(), np.asarray(b).tolist()) for W, b in layers],
+        np.asarray(mean).tolist(),
+        np.asarray(std).tolist(),
+        gamma_mle(ells),
         gamma_mle([f.outputscale for f in fits]),
         gamma_mle([f.noise for f in fits]),
         trained_on,
@@ -459,8 +383,12 @@ def fit_priors(
 
 
 __all__ = [
+    "BLOCK",
     "DEFAULT_POINTS",
     "MIN_SPACES",
+    "PRETRAIN_MODES",
+    "STEP1",
+    "STEP2",
     "Domain",
     "DomainFit",
     "cached_fit_domains",

@@ -40,6 +40,18 @@ def softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, x)
 
 
+def network_gammas(layers, feature_mean, feature_std, contexts) -> tuple[np.ndarray, np.ndarray]:
+    r"""Gamma ``(a, b)`` per row of ``contexts`` (``n x 4``) from the network ``layers``: the
+    standardized contexts through tanh hidden layers, a linear output, ``softplus + 1e-6``."""
+    h = (np.asarray(contexts) - np.asarray(feature_mean)) / np.asarray(feature_std)
+    for i, (W, bias) in enumerate(layers):
+        h = h @ np.asarray(W, dtype=np.float64).T + np.asarray(bias, dtype=np.float64)
+        if i < len(layers) - 1:
+            h = np.tanh(h)
+    ab = softplus(h) + GAMMA_FLOOR
+    return ab[:, 0], ab[:, 1]
+
+
 @dataclass(frozen=True)
 class PriorModel:
     r"""MPHD's pre-trained hierarchical-GP prior for any search space.
@@ -153,13 +165,7 @@ class PriorModel:
         if self.lengthscale_mode == "shared":
             a, b = self.shared_lengthscale
             return np.full(len(context), a), np.full(len(context), b)
-        h = (context - np.asarray(self.feature_mean)) / np.asarray(self.feature_std)
-        for i, (W, bias) in enumerate(self.layers):
-            h = h @ np.asarray(W, dtype=np.float64).T + np.asarray(bias, dtype=np.float64)
-            if i < len(self.layers) - 1:
-                h = np.tanh(h)
-        ab = softplus(h) + GAMMA_FLOOR
-        return ab[:, 0], ab[:, 1]
+        return network_gammas(self.layers, self.feature_mean, self.feature_std, context)
 
     def hyperprior(self, kinds: Sequence[str]):
         r"""The Gamma hyperprior (:func:`headstart._gp.hyperprior.gamma_hyperprior`) of a space with
@@ -252,4 +258,4 @@ def _digest(model: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-__all__ = ["FORMAT", "LENGTHSCALE_MODES", "VERSION", "PriorModel"]
+__all__ = ["FORMAT", "LENGTHSCALE_MODES", "VERSION", "PriorModel", "network_gammas"]
