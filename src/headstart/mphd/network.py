@@ -129,7 +129,10 @@ def _fit_networks(
         means[i], stds[i] = _standardizer(contexts[w > 0])
         a0, b0 = gamma_mle(lengthscales[w > 0])
         shared[i] = (a0, b0)
-    h0 = torch.from_numpy((contexts[None] - means[:, None]) / stds[:, None])  # B x N x F
+    # a space's dimensions share a context per kind: run the network on the distinct ones
+    distinct, rows = np.unique(contexts, axis=0, return_inverse=True)
+    h0 = torch.from_numpy((distinct[None] - means[:, None]) / stds[:, None])  # B x U x F
+    rows = torch.from_numpy(rows.reshape(-1))
     ell = torch.from_numpy(np.asarray(lengthscales, dtype=np.float64))
     w = torch.from_numpy(weights / weights.sum(1, keepdims=True))
     lam = torch.from_numpy(np.asarray(strengths, dtype=np.float64))
@@ -156,7 +159,7 @@ def _fit_networks(
             h = h @ params[k].transpose(1, 2) + params[k + 1][:, None, :]
             if k < len(params) - 2:
                 h = torch.tanh(h)
-        ab = torch.nn.functional.softplus(h) + GAMMA_FLOOR
+        ab = torch.nn.functional.softplus(h[:, rows]) + GAMMA_FLOOR
         a, b = ab[..., 0], ab[..., 1]
         nll = -(w * gamma_log_pdf(ell, a, b)).sum(1)
         return nll + lam * (w * gamma_kl(a, b, a0, b0)).sum(1)
