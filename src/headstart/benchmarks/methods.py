@@ -439,6 +439,22 @@ def run_headstart_mphd(task: Task, seed: int, budget: int) -> list[dict[str, Any
     return _run_mphd_prior(task, seed, budget, "auto")
 
 
+# headstart's default signal and noise priors, Gamma(2, 1) and Gamma(1.1, 30) on the variance
+# without the Jacobian, as Gammas with the Jacobian (MPHD's convention): the shape less 1
+DEFAULT_SIGNAL_NOISE = {"outputscale": (1.0, 1.0), "noise": (0.1, 30.0)}
+
+
+def run_headstart_mphd_default_noise(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """A diagnosis arm (issue 33): headstart-mphd's lengthscale priors with headstart's default
+    signal and noise priors instead of the pre-trained ones."""
+    from dataclasses import replace
+
+    from headstart.mphd import PriorModel
+
+    prior = replace(PriorModel.load(task.objective.prior_path("auto")), **DEFAULT_SIGNAL_NOISE)
+    return _run_headstart(task, seed, budget, "mphd", prior_model=prior, **_hpob_settings())
+
+
 def run_headstart_mphd_network(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """MPHD as the paper trains it: the unregularized context network."""
     return _run_mphd_prior(task, seed, budget, "network")
@@ -764,6 +780,7 @@ register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_me
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-network", run_headstart_mphd_network)
+register_method("headstart-mphd-default-noise", run_headstart_mphd_default_noise)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-mphd-true", run_headstart_mphd_true)
 register_method("headstart-gp-hand", run_headstart_gp_hand)
