@@ -232,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         default="logei",
         help="pi: PI with the paper's target margin (pool search only; methods -pool-pi)",
     )
+    p.add_argument(
+        "--methods", default=BO_METHODS, help="comma-separated (suffixed -pool/-pool-pi as set)"
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
     args = p.parse_args(argv)
@@ -255,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         n for seed in range(args.seeds) for n in bo_tasks(seed, args.n_points, prior_dir, family)
     ]
     bo_csv = _unpack(args.out / f"{family.outputs}_bo.csv")
-    methods = BO_METHODS.split(",")
+    methods = [m for m in args.methods.split(",") if m]
     if args.search == "pool":
         suffix = "-pool-pi" if args.acquisition == "pi" else "-pool"
         methods = [f"{m}{suffix}" for m in methods]

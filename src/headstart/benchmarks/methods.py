@@ -423,13 +423,28 @@ def _hand_prior():
     )
 
 
+# headstart's default signal and noise priors, Gamma(2, 1) and Gamma(1.1, 30) on the variance
+# without the Jacobian, as Gammas with the Jacobian (MPHD's convention): the shape less 1
+DEFAULT_SIGNAL_NOISE = {"outputscale": (1.0, 1.0), "noise": (0.1, 30.0)}
+
+
 def _hpob_settings() -> dict[str, Any]:
     return {"n_initial": HPOB_INITIAL, "deterministic": False}
 
 
-def _run_mphd_prior(task: Task, seed: int, budget: int, prior: str) -> list[dict[str, Any]]:
-    path = task.objective.prior_path(prior)
-    return _run_headstart(task, seed, budget, "mphd", prior_model=path, **_hpob_settings())
+def _run_mphd_prior(
+    task: Task, seed: int, budget: int, prior: str, default_noise: bool = False
+) -> list[dict[str, Any]]:
+    """GP-BO under the task's pre-trained prior file ``prior``; ``default_noise`` swaps its
+    signal and noise Gammas for headstart's default priors (:data:`DEFAULT_SIGNAL_NOISE`)."""
+    from headstart.mphd import PriorModel
+
+    model = PriorModel.load(task.objective.prior_path(prior))
+    if default_noise:
+        from dataclasses import replace
+
+        model = replace(model, **DEFAULT_SIGNAL_NOISE)
+    return _run_headstart(task, seed, budget, "mphd", prior_model=model, **_hpob_settings())
 
 
 def run_headstart_mphd(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -439,20 +454,17 @@ def run_headstart_mphd(task: Task, seed: int, budget: int) -> list[dict[str, Any
     return _run_mphd_prior(task, seed, budget, "auto")
 
 
-# headstart's default signal and noise priors, Gamma(2, 1) and Gamma(1.1, 30) on the variance
-# without the Jacobian, as Gammas with the Jacobian (MPHD's convention): the shape less 1
-DEFAULT_SIGNAL_NOISE = {"outputscale": (1.0, 1.0), "noise": (0.1, 30.0)}
-
-
 def run_headstart_mphd_default_noise(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
     """A diagnosis arm (issue 33): headstart-mphd's lengthscale priors with headstart's default
     signal and noise priors instead of the pre-trained ones."""
-    from dataclasses import replace
+    return _run_mphd_prior(task, seed, budget, "auto", default_noise=True)
 
-    from headstart.mphd import PriorModel
 
-    prior = replace(PriorModel.load(task.objective.prior_path("auto")), **DEFAULT_SIGNAL_NOISE)
-    return _run_headstart(task, seed, budget, "mphd", prior_model=prior, **_hpob_settings())
+def run_headstart_mphd_true_default_noise(
+    task: Task, seed: int, budget: int
+) -> list[dict[str, Any]]:
+    """The generating lengthscale Gamma with headstart's default signal and noise priors."""
+    return _run_mphd_prior(task, seed, budget, "true", default_noise=True)
 
 
 def run_headstart_mphd_network(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -781,13 +793,23 @@ register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-network", run_headstart_mphd_network)
 register_method("headstart-mphd-default-noise", run_headstart_mphd_default_noise)
+register_method("headstart-mphd-true-default-noise", run_headstart_mphd_true_default_noise)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-mphd-true", run_headstart_mphd_true)
 register_method("headstart-gp-hand", run_headstart_gp_hand)
 # MPHD's PI target margin, zeta = 0.1 on values in [0, 1] (Fan et al. 2024); in standard
 # deviations of the observations (pi_margin's unit) that is about 0.5 on the synthetic pools
 PAPER_PI = (("acquisition", "pi"), ("pi_margin", 0.5))
-for _base in ("mphd", "mphd-network", "mphd-shared", "mphd-true", "gp-hand", "gp-init5"):
+for _base in (
+    "mphd",
+    "mphd-network",
+    "mphd-shared",
+    "mphd-true",
+    "mphd-default-noise",
+    "mphd-true-default-noise",
+    "gp-hand",
+    "gp-init5",
+):
     register_method(f"headstart-{_base}-pool", PoolArgmax(f"headstart-{_base}"))
     register_method(f"headstart-{_base}-pool-pi", PoolArgmax(f"headstart-{_base}", PAPER_PI))
 register_method("headstart-gp-init5", run_headstart_gp_init5)
