@@ -18,7 +18,8 @@ lengthscales under the priors pre-trained without it (the held-out log likelihoo
 the priors of ``--n-points`` and of ``--before-points`` points per sub-dataset.
 
 Resumable (the CSV keeps finished jobs; the priors are cached as small JSON files next to it).
-Writes ``<out>/mphd.{csv,md,png}`` and ``<out>/mphd_priors/*.json``.
+Writes ``<out>/mphd.{csv.gz,md,png}``, ``<out>/mphd_heldout.csv`` and
+``<out>/mphd_priors/*.json``.
 
 Usage::
 
@@ -299,13 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     from headstart.benchmarks.hpob import load_hpob
-    from headstart.benchmarks.runner import run_benchmark
+    from headstart.benchmarks.runner import pack_csv, run_benchmark, unpack_csv
 
     data = load_hpob()
     spaces = [s for s in args.spaces.split(",") if s] or sorted(data)
     prior_dir = args.out / "mphd_priors"
     prior_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = args.out / "mphd.csv"
+    csv_path = unpack_csv(args.out / "mphd.csv")  # committed gzipped
     reference, kinds, step1 = step1_fits(data, prior_dir, args.n_points)
     note = (
         f"Pre-training step 1 on all {len(reference)} spaces ({args.n_points} points per "
@@ -328,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         run_benchmark(
             methods, names, range(args.seeds), args.budget, csv_path, workers=args.workers
         )
-    sys.stdout.write(report(csv_path, data, args.out, args.budget, note, heldout_table(rows)))
+    text = report(csv_path, data, args.out, args.budget, note, heldout_table(rows))
+    pack_csv(csv_path)
+    sys.stdout.write(text)
     return 0
 
 

@@ -38,7 +38,6 @@ Writes ``<out>/mphd_synthetic.{csv,md,png}`` and ``mphd_synthetic_bo.csv.gz`` (f
 from __future__ import annotations
 
 import argparse
-import gzip
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import pandas as pd
 
-    from headstart.benchmarks.runner import read_results, run_benchmark
+    from headstart.benchmarks.runner import pack_csv, read_results, run_benchmark, unpack_csv
 
     family = FAMILIES[args.family]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -257,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [
         n for seed in range(args.seeds) for n in bo_tasks(seed, args.n_points, prior_dir, family)
     ]
-    bo_csv = _unpack(args.out / f"{family.outputs}_bo.csv")
+    bo_csv = unpack_csv(args.out / f"{family.outputs}_bo.csv")
     methods = [m for m in args.methods.split(",") if m]
     if args.search == "pool":
         suffix = "-pool-pi" if args.acquisition == "pi" else "-pool"
@@ -266,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         methods, names, range(args.bo_seeds), args.bo_budget, bo_csv, workers=args.workers
     )
     bo = read_results(bo_csv)
-    _pack(bo_csv)
+    pack_csv(bo_csv)
     bo = bo[bo["task"].isin(names)]
     table = kl.groupby(["n_train", "mode"])["kl"].agg(["mean", "std"]).unstack("mode")
     flag = "" if family.name == "L" else f" --family {family.name}"
@@ -318,21 +317,6 @@ def main(argv: list[str] | None = None) -> int:
     _plot(table, bo, args.out / f"{family.outputs}.png")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
-
-
-def _unpack(csv_path: Path) -> Path:
-    """The BO results are kept gzipped (``.csv.gz``: 100,000 rows are 8 MB as text); the runner
-    appends to the plain file, so it is restored first."""
-    packed = csv_path.with_suffix(".csv.gz")
-    if packed.exists() and not csv_path.exists():
-        csv_path.write_bytes(gzip.decompress(packed.read_bytes()))
-    return csv_path
-
-
-def _pack(csv_path: Path) -> None:
-    packed = csv_path.with_suffix(".csv.gz")
-    packed.write_bytes(gzip.compress(csv_path.read_bytes(), mtime=0))
-    csv_path.unlink()
 
 
 def upper_bound_lines(bo, checkpoints, suffix: str = "") -> list[str]:

@@ -451,3 +451,16 @@ def test_before_after_script_compares_two_runs(tmp_path):
     )
     assert "| meta_fit (s), M = 16 | headstart-batched | 4 | 2 | 0.500 |" in table
     assert "botorch" not in table and table.rstrip().endswith("A note.")
+
+
+def test_results_are_packed_and_unpacked_byte_for_byte(tmp_path):
+    from headstart.benchmarks.runner import pack_csv, unpack_csv
+
+    path = tmp_path / "r.csv"
+    path.write_text("method,task\nm,t\n")
+    packed = pack_csv(path)
+    assert not path.exists() and packed.name == "r.csv.gz"
+    assert packed.read_bytes() == pack_csv(unpack_csv(path)).read_bytes()  # no timestamp
+    assert unpack_csv(path).read_text() == "method,task\nm,t\n"
+    path.write_text("newer\n")  # an unpacked file is never overwritten by the packed copy
+    assert unpack_csv(path).read_text() == "newer\n"

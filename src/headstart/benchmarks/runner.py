@@ -425,4 +425,38 @@ def _run_pool(
     executor.shutdown(wait=True)
 
 
-__all__ = ["CSV_COLUMNS", "BenchmarkRun", "Job", "read_results", "run_benchmark"]
+def unpack_csv(csv_path: str | Path) -> Path:
+    """``csv_path``, restored from its gzipped copy ``<name>.csv.gz`` if only that exists.
+
+    Large results are committed gzipped (100,000 rows are ~8 MB as text); the runner appends to
+    the plain file, so a script unpacks before :func:`run_benchmark` and packs after.
+    """
+    import gzip
+
+    csv_path = Path(csv_path)
+    packed = csv_path.with_suffix(".csv.gz")
+    if packed.exists() and not csv_path.exists():
+        csv_path.write_bytes(gzip.decompress(packed.read_bytes()))
+    return csv_path
+
+
+def pack_csv(csv_path: str | Path) -> Path:
+    """Gzip ``csv_path`` to ``<name>.csv.gz`` (byte-stable: no timestamp) and remove it."""
+    import gzip
+
+    csv_path = Path(csv_path)
+    packed = csv_path.with_suffix(".csv.gz")
+    packed.write_bytes(gzip.compress(csv_path.read_bytes(), mtime=0))
+    csv_path.unlink()
+    return packed
+
+
+__all__ = [
+    "CSV_COLUMNS",
+    "BenchmarkRun",
+    "Job",
+    "pack_csv",
+    "read_results",
+    "run_benchmark",
+    "unpack_csv",
+]
