@@ -6,9 +6,9 @@ other 14 (every task a sub-dataset, ``n_points`` per sub-dataset), then run BO o
 space's tasks (pool-based: a suggestion is evaluated at the nearest pool configuration).
 5 random initial points, then BO, as in the paper.
 
-Methods: ``headstart-mphd`` (headstart's default, ``lengthscale="auto"``: the context network
-pulled toward the shared Gamma as far as leave-one-space-out likelihood says, or the shared Gamma),
-``headstart-mphd-network`` (the paper's unregularized network), ``headstart-mphd-shared`` (the
+Methods: ``headstart-mphd`` (headstart's default: the paper's context network),
+``headstart-mphd-auto`` (``lengthscale="auto"``: the network pulled toward the shared Gamma as far
+as leave-one-space-out likelihood says, or the shared Gamma), ``headstart-mphd-shared`` (the
 "Non-NN" ablation), ``headstart-gp-hand`` (the paper's hand-specified Gamma priors),
 ``headstart-gp-init5`` (headstart's default GP priors), ``headstart-scaml-loto`` (ScaML-GP on the
 other tasks of the same space) and ``headstart-random``. Metric: normalized simple regret
@@ -38,7 +38,7 @@ import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 METHODS = (
-    "headstart-mphd,headstart-mphd-network,headstart-mphd-shared,headstart-gp-hand,"
+    "headstart-mphd,headstart-mphd-auto,headstart-mphd-shared,headstart-gp-hand,"
     "headstart-gp-init5,headstart-random"
 )
 TARGET, BASELINE, HAND = "headstart-mphd", "headstart-gp-init5", "headstart-gp-hand"
@@ -258,7 +258,7 @@ def heldout_table(rows) -> list[str]:
         "",
         "Mean log Gamma density of a held-out space's step-1 lengthscales (fitted on that "
         "space's points) under the prior pre-trained on the other 14 spaces: the paper's network "
-        "(`network`), one shared Gamma (`shared`) and headstart's default (`auto`: the network "
+        "(`network`, headstart's default), one shared Gamma (`shared`) and `auto` (the network "
         "pulled toward the shared Gamma by the lambda that leave-one-space-out likelihood on the "
         "14 training spaces chose, or the shared Gamma), pre-trained on the given points per "
         "sub-dataset. Every column scores the same lengthscales: step 1's on the most points. "

@@ -17,8 +17,9 @@ We draw ``n_points`` points per sub-dataset (pre-training subsamples that many a
 draws 3,000 (L) or 300 (S) and subsamples 50 per Adam step).
 
 1. **Prior recovery (paper Fig. 6)**: KL(true lengthscale Gamma || learned Gamma), averaged over
-   the family's dimensions, against the number of training domains, for headstart's default
-   (``auto``), the paper's context network and the "Non-NN" shared Gamma. Step 1 is run once on all training domains (its per-domain estimates do not
+   the family's dimensions, against the number of training domains, for the paper's context
+   network (headstart's default), ``auto`` (the network pulled toward the shared Gamma, or the
+   shared Gamma, by leave-one-domain-out likelihood) and the "Non-NN" shared Gamma. Step 1 is run once on all training domains (its per-domain estimates do not
    depend on the other domains); step 2 on the first N.
 2. **BO regret (paper Fig. 7, pool-based)**: on 4 held-out domains, a 1,000-point pool per
    sub-dataset (a joint GP draw); MPHD trained on 16 domains vs the shared Gamma, the paper's
@@ -49,7 +50,7 @@ N_DOMAINS, N_TRAIN = 20, 16
 TRAIN_COUNTS = (3, 4, 8, 16)
 MODES = ("auto", "network", "shared")
 BO_METHODS = (
-    "headstart-mphd,headstart-mphd-network,headstart-mphd-shared,headstart-mphd-true,"
+    "headstart-mphd,headstart-mphd-auto,headstart-mphd-shared,headstart-mphd-true,"
     "headstart-gp-hand,headstart-gp-init5"
 )
 
@@ -281,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"### KL(true || learned) of the lengthscale Gamma, mean over {dims}",
         "",
-        "`auto` is headstart's default: the network pulled toward the shared Gamma as far as "
-        "leave-one-domain-out likelihood says, or the shared Gamma.",
+        "`network` is the paper's context network (headstart's default, `headstart-mphd`); "
+        "`auto` pulls it toward the shared Gamma as far as leave-one-domain-out likelihood says, "
+        "or takes the shared Gamma (`headstart-mphd-auto`).",
         "",
         "| training domains | "
         + " | ".join(f"{m} (mean +- sd)" for m in MODES if ("mean", m) in table)
@@ -372,7 +374,7 @@ def _plot(table, bo, path: Path) -> None:
     from headstart.benchmarks.report import draw_mean_curves
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    labels = {"auto": "headstart (auto)", "network": "MPHD network", "shared": "Non-NN (shared)"}
+    labels = {"network": "MPHD network (default)", "auto": "auto", "shared": "Non-NN (shared)"}
     for mode, label in labels.items():
         if ("mean", mode) not in table:
             continue

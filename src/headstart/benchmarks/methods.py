@@ -448,15 +448,20 @@ def _run_mphd_prior(
 
 
 def run_headstart_mphd(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """MPHD as headstart pre-trains it (``lengthscale="auto"``): the context network pulled
-    toward the shared Gamma, or the shared Gamma, as held-out spaces choose; this task's space
-    held out of pre-training (NToT)."""
+    """MPHD as headstart pre-trains it by default (the paper's context network); this task's
+    space held out of pre-training (NToT)."""
+    return _run_mphd_prior(task, seed, budget, "network")
+
+
+def run_headstart_mphd_auto(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+    """MPHD with ``lengthscale="auto"``: the network pulled toward the shared Gamma, or the shared
+    Gamma, as leave-one-space-out likelihood chooses."""
     return _run_mphd_prior(task, seed, budget, "auto")
 
 
 def run_headstart_mphd_default_noise(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """A diagnosis arm (issue 33): headstart-mphd's lengthscale priors with headstart's default
-    signal and noise priors instead of the pre-trained ones."""
+    """A diagnosis arm (issue 33): headstart-mphd-auto's lengthscale priors with headstart's
+    default signal and noise priors instead of the pre-trained ones."""
     return _run_mphd_prior(task, seed, budget, "auto", default_noise=True)
 
 
@@ -465,11 +470,6 @@ def run_headstart_mphd_true_default_noise(
 ) -> list[dict[str, Any]]:
     """The generating lengthscale Gamma with headstart's default signal and noise priors."""
     return _run_mphd_prior(task, seed, budget, "true", default_noise=True)
-
-
-def run_headstart_mphd_network(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """MPHD as the paper trains it: the unregularized context network."""
-    return _run_mphd_prior(task, seed, budget, "network")
 
 
 def run_headstart_mphd_shared(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
@@ -791,7 +791,7 @@ register_method("headstart-ablr-residual", run_headstart_ablr_residual)
 register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_mean)
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-mphd", run_headstart_mphd)
-register_method("headstart-mphd-network", run_headstart_mphd_network)
+register_method("headstart-mphd-auto", run_headstart_mphd_auto)
 register_method("headstart-mphd-default-noise", run_headstart_mphd_default_noise)
 register_method("headstart-mphd-true-default-noise", run_headstart_mphd_true_default_noise)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
@@ -802,7 +802,7 @@ register_method("headstart-gp-hand", run_headstart_gp_hand)
 PAPER_PI = (("acquisition", "pi"), ("pi_margin", 0.5))
 for _base in (
     "mphd",
-    "mphd-network",
+    "mphd-auto",
     "mphd-shared",
     "mphd-true",
     "mphd-default-noise",

@@ -293,7 +293,7 @@ def _check_mode(lengthscale: str) -> None:
 def pretrain(
     domains: Sequence[Domain],
     *,
-    lengthscale: str = "auto",
+    lengthscale: str = "network",
     n_points: int | None = DEFAULT_POINTS,
     seed: int = 0,
     progress: Progress | None = None,
@@ -302,10 +302,13 @@ def pretrain(
 
     Args:
         domains: The super-dataset: at least :data:`MIN_SPACES` spaces with usable data.
-        lengthscale: ``"auto"`` (the context network, pulled toward the shared Gamma as far as
-            leave-one-space-out likelihood says, or the shared Gamma itself when that predicts
-            unseen spaces better; :mod:`headstart.mphd.network`), ``"network"`` (the paper's
-            unregularized network) or ``"shared"`` (the paper's "Non-NN" ablation).
+        lengthscale: ``"network"`` (the paper's context network), ``"auto"`` (the network
+            pulled toward the shared Gamma as far as leave-one-space-out likelihood says, or the
+            shared Gamma itself when that predicts unseen spaces better;
+            :mod:`headstart.mphd.network`) or ``"shared"`` (the paper's "Non-NN" ablation).
+            ``"network"`` is the default because it measured best in BO: ``"auto"`` predicts an
+            unseen space's lengthscales better (HPO-B, ``docs/benchmarks/mphd.md``) but its
+            regret was not lower on HPO-B or on the synthetic super-dataset S.
         n_points: Points per sub-dataset in step 1 (``None``: every point; more than
             :data:`BLOCK` are fitted in blocks, so time and memory grow linearly).
         seed: Subsampling and network initialization (same seed, same prior).
@@ -335,7 +338,7 @@ def fit_priors(
     fits: Sequence[DomainFit],
     kinds: dict[str, tuple[str, ...]],
     *,
-    lengthscale: str = "auto",
+    lengthscale: str = "network",
     n_points: int | None = DEFAULT_POINTS,
     seed: int = 0,
     progress: Progress | None = None,

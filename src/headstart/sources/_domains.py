@@ -187,7 +187,7 @@ def resolve_prior_model(
     store: BaseStorage,
     *,
     exclude: Sequence[str] = (),
-    lengthscale: str = "auto",
+    lengthscale: str = "network",
     seed: int = 0,
 ) -> str:
     r"""The model-cache key of the MPHD prior a study uses (pre-trained here if new).
