@@ -154,7 +154,44 @@ def test_step1_uses_every_point_in_blocks(monkeypatch):
     prior = pretrain(domains, n_points=None, lengthscale="shared")
     assert sum(seen["sizes"]) == 3 * (n - 1) and max(seen["sizes"]) <= BLOCK
     assert len(seen["sizes"]) == 3 * 3
-    pooled = np.concatenate(seen["ys"][:3])  # the first space's blocks
-    assert abs(pooled.mean()) < 1e-12 and pooled.std() == pytest.approx(1.0)
+    pooled = np.sort(np.concatenate(seen["ys"][:3]))  # the first space's blocks
+    y = domains[0].datasets[0][1]
+    y = y[np.isfinite(y)]
+    np.testing.assert_allclose(pooled, np.sort((y - y.mean()) / y.std()), atol=1e-12)
+    assert max(abs(float(np.mean(b))) for b in seen["ys"][:3]) > 1e-3  # not per block
     assert prior.trained_on["points_per_subdataset"] is None
     assert [s["n_subdatasets"] for s in prior.trained_on["spaces"]] == [1, 1, 1]
+
+
+def test_each_member_trains_on_its_fold_at_its_strength(monkeypatch):
+    """Member ``f * S + j`` leaves space ``f`` out at strength ``j``; the last S members train on
+    every space, and the returned network is the chosen strength's all-spaces member."""
+    import headstart.mphd.network as network
+
+    seen = {}
+    real = network._fit_networks
+
+    def spy(contexts, lengthscales, weights, strengths, **kw):
+        seen.update(weights=weights, strengths=strengths)
+        out = real(contexts, lengthscales, weights, strengths, **kw)
+        seen["out"] = out
+        return out
+
+    monkeypatch.setattr(network, "_fit_networks", spy)
+    fits, kinds = _fits(by_kind=True, copies=1)
+    strengths = (0.0, 1.0)
+    selection, chosen = _select(fits, kinds, strengths=strengths, iterations=50)
+    sizes = [len(f.lengthscales) for f in fits]
+    owner = np.repeat(np.arange(len(fits)), sizes)
+    S = len(strengths)
+    for f in range(len(fits)):
+        for j, s in enumerate(strengths):
+            np.testing.assert_array_equal(seen["weights"][f * S + j] > 0, owner != f)
+            assert seen["strengths"][f * S + j] == s
+    assert (seen["weights"][-S:] > 0).all()
+    if chosen is not None:
+        i = len(fits) * S + strengths.index(selection.strength)
+        layers = seen["out"][0][i]
+        for (W, b), (W2, b2) in zip(chosen[0], layers, strict=True):
+            np.testing.assert_array_equal(W, W2)
+            np.testing.assert_array_equal(b, b2)

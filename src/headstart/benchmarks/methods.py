@@ -459,7 +459,9 @@ def run_headstart_mphd_auto(task: Task, seed: int, budget: int) -> list[dict[str
     return _run_mphd_prior(task, seed, budget, "auto")
 
 
-def run_headstart_mphd_default_noise(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
+def run_headstart_mphd_auto_default_noise(
+    task: Task, seed: int, budget: int
+) -> list[dict[str, Any]]:
     """A diagnosis arm (issue 33): headstart-mphd-auto's lengthscale priors with headstart's
     default signal and noise priors instead of the pre-trained ones."""
     return _run_mphd_prior(task, seed, budget, "auto", default_noise=True)
@@ -792,7 +794,7 @@ register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_me
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-auto", run_headstart_mphd_auto)
-register_method("headstart-mphd-default-noise", run_headstart_mphd_default_noise)
+register_method("headstart-mphd-auto-default-noise", run_headstart_mphd_auto_default_noise)
 register_method("headstart-mphd-true-default-noise", run_headstart_mphd_true_default_noise)
 register_method("headstart-mphd-shared", run_headstart_mphd_shared)
 register_method("headstart-mphd-true", run_headstart_mphd_true)
@@ -805,7 +807,7 @@ for _base in (
     "mphd-auto",
     "mphd-shared",
     "mphd-true",
-    "mphd-default-noise",
+    "mphd-auto-default-noise",
     "mphd-true-default-noise",
     "gp-hand",
     "gp-init5",

@@ -147,6 +147,11 @@ def cached_fit_domains(
         }
         path.write_text(json.dumps(stored, indent=1))
     stored = json.loads(path.read_text())
+    if stored["n_points"] != n_points:
+        raise PretrainingDataError(
+            f"{path} holds step 1 on {stored['n_points']} points per sub-dataset, not "
+            f"{n_points}; use another path for another n_points."
+        )
     fits = [DomainFit.from_json(f) for f in stored["fits"]]
     return fits, {k: tuple(v) for k, v in stored["kinds"].items()}, stored
 
@@ -368,7 +373,8 @@ def fit_priors(
         "points_per_subdataset": n_points,
         "headstart_version": _version(),
         "step1_neg_log_likelihood": float(sum(f.neg_log_likelihood for f in fits)),
-        "step2_lengthscale_nll": loss,
+        # the network's final training loss (with "auto", its KL pull is included)
+        "step2_lengthscale_loss": loss if loss is not None and math.isfinite(loss) else None,
         "seed": int(seed),
     }
     if selection is not None:

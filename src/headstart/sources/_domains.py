@@ -131,6 +131,11 @@ def _domains(transfer_from: Any, store: BaseStorage, exclude: Sequence[str]) -> 
     return domains
 
 
+# Bumped when pre-training gives a different prior for the same data and settings (2: step 1's
+# subsample and blocks, step 2's best-iterate tracking), so a storage's cached prior is not reused
+PRETRAINING = 2
+
+
 def _data_key(domains: Sequence[Domain], settings: dict) -> str:
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for d in domains:
@@ -203,7 +208,8 @@ def resolve_prior_model(
         key = f"{PRIOR_KEY}/{prior.to_json()['sha256'][:32]}"
     else:
         domains = _domains(transfer_from, store, exclude)
-        key = _data_key(domains, {"lengthscale": lengthscale, "seed": seed})
+        settings = {"lengthscale": lengthscale, "seed": seed, "pretraining": PRETRAINING}
+        key = _data_key(domains, settings)
         if cached(store, key, PriorModel.from_json, "MPHD prior") is not None:
             return key  # a damaged one is dropped (with a warning) and pre-trained again
         from headstart._progress import StagesProgress
