@@ -127,10 +127,15 @@ def _fit_networks(
 
     B, F = len(weights), contexts.shape[1]
     means, stds, shared = np.zeros((B, F)), np.ones((B, F)), np.zeros((B, 2))
+    per_set: dict[bytes, tuple] = {}  # members with one training set (strengths) share these
     for i, w in enumerate(weights):
-        means[i], stds[i] = _standardizer(contexts[w > 0])
-        a0, b0 = gamma_mle(lengthscales[w > 0])
-        shared[i] = (a0, b0)
+        mask = w > 0
+        if mask.tobytes() not in per_set:
+            per_set[mask.tobytes()] = (
+                *_standardizer(contexts[mask]),
+                gamma_mle(lengthscales[mask]),
+            )
+        means[i], stds[i], shared[i] = per_set[mask.tobytes()]
     # a space's dimensions share a context per kind: run the network on the distinct ones
     distinct, rows = np.unique(contexts, axis=0, return_inverse=True)
     h0 = torch.from_numpy((distinct[None] - means[:, None]) / stds[:, None])  # B x U x F

@@ -364,7 +364,7 @@ def fit_priors(
         )
     elif lengthscale == "network":
         network = fit_lengthscale_network(np.vstack(contexts), ells, seed=seed, progress=progress)
-    layers, mean, std, loss = network or ([], np.zeros(4), np.ones(4), None)
+    loss = None if network is None else network[3]
     trained_on = {
         "spaces": [
             {"name": f.name, "kinds": list(kinds[f.name]), "n_subdatasets": f.n_datasets}
@@ -379,14 +379,20 @@ def fit_priors(
     }
     if selection is not None:
         trained_on["selection"] = selection.to_json()
-    return PriorModel(
-        "shared" if network is None else "network",
-        [(np.asarray(W).tolist(), np.asarray(b).tolist()) for W, b in layers],
-        np.asarray(mean).tolist(),
-        np.asarray(std).tolist(),
+    gammas = (
         gamma_mle(ells),
         gamma_mle([f.outputscale for f in fits]),
         gamma_mle([f.noise for f in fits]),
+    )
+    if network is None:
+        return PriorModel.shared(*gammas, trained_on)
+    layers, mean, std, _ = network
+    return PriorModel(
+        "network",
+        [(np.asarray(W).tolist(), np.asarray(b).tolist()) for W, b in layers],
+        np.asarray(mean).tolist(),
+        np.asarray(std).tolist(),
+        *gammas,
         trained_on,
     )
 
