@@ -165,6 +165,27 @@ def test_import_optuna_reads_without_writing_and_refuses_it_as_a_storage(tmp_pat
     assert study.space["c"].log and study.best_value == pytest.approx(old.best_value)
 
 
+def test_import_optuna_keeps_every_objective_and_the_constraints(tmp_path, storage):
+    optuna = pytest.importorskip("optuna")
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    sampler = optuna.samplers.TPESampler(  # stores the constraints as Optuna does
+        seed=0, constraints_func=lambda t: [t.params["x"] - 0.5]
+    )
+    old = optuna.create_study(
+        study_name="mo", storage=url, directions=["minimize", "maximize"], sampler=sampler
+    )
+    old.optimize(lambda t: (t.suggest_float("x", 0, 1), 1 - t.params["x"] ** 2), n_trials=6)
+    done = run("import", "optuna", "--from", url, storage=storage, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    study = hs.load_study("mo", storage)
+    assert study.directions == ("minimize", "maximize") and study.config.constrained
+    assert [t.values for t in study.trials] == [tuple(t.values) for t in old.trials]
+    assert [t.constraints for t in study.trials] == [(t.params["x"] - 0.5,) for t in old.trials]
+    assert {t.number for t in study.best_trials} == {
+        t.number for t in old.best_trials if t.params["x"] <= 0.5
+    }
+
+
 @pytest.mark.parametrize("name", ["[/]", "[bold]x[/bold", "esc\x1b[2Jname\x07", "$a"])
 def test_study_names_with_markup_or_control_characters_are_printed_as_text(
     tmp_path, monkeypatch, capsys, name

@@ -150,10 +150,35 @@ def test_an_optuna_study_object_and_its_mismatch_errors():
     two = optuna.create_study(directions=["minimize", "minimize"])
     with pytest.raises(InvalidSettingError, match="2 objectives"):
         hs.create_study("u", narrow, storage=None, method="scaml", transfer_from=two)
-    with pytest.raises(InvalidSettingError, match="one objective"):
-        optuna.create_study(directions=["minimize"] * 2, sampler=HeadstartSampler()).optimize(
+    scaml = HeadstartSampler("scaml", transfer_from=old, n_startup_trials=0)
+    with pytest.raises(InvalidSettingError, match="does not model several objectives"):
+        optuna.create_study(directions=["minimize"] * 2, sampler=scaml).optimize(
             lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1
         )
+
+
+def _two_objectives(trial):
+    x, y = trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
+    trial.set_user_attr("memory", x + y)
+    return x**2 + y**2, (x - 1) ** 2 + (y - 1) ** 2
+
+
+def test_multi_objective_studies_with_constraints_func():
+    sampler = HeadstartSampler(
+        seed=0, n_startup_trials=4, constraints_func=lambda t: [t.user_attrs["memory"] - 1.2]
+    )
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    study.optimize(_two_objectives, n_trials=12)
+    trials = study.trials
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert all(t.system_attrs["constraints"] == [t.user_attrs["memory"] - 1.2] for t in trials)
+    front = study.best_trials  # Optuna reads the stored constraints: feasible trials only
+    assert front and all(t.user_attrs["memory"] <= 1.2 for t in front)
+    assert sum(t.user_attrs["memory"] <= 1.2 for t in trials[4:]) >= 5  # the model learned it
+    with pytest.raises(InvalidSettingError, match="constraints_func must be a function"):
+        HeadstartSampler(constraints_func=3)
+    with pytest.raises(InvalidSettingError, match="does not model constraints"):
+        HeadstartSampler("scaml", transfer_from=[], constraints_func=lambda t: [0.0])
 
 
 def test_settings_are_checked_when_the_sampler_is_built():

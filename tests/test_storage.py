@@ -230,21 +230,39 @@ def test_model_cache_refuses_what_is_not_json(one_url):
     assert store.get_cache("k") is None  # nothing half-written
 
 
+# what each schema version added, dropped again to make an older storage (tests of migrations)
+_ADDED = {
+    2: ["DROP TABLE model_cache"],
+    3: ["ALTER TABLE trials DROP COLUMN heartbeat_at"],
+    4: ["ALTER TABLE studies DROP COLUMN user_attrs_json"],
+    5: ["ALTER TABLE studies DROP COLUMN space_history_json"],
+    6: [
+        "ALTER TABLE trials DROP COLUMN values_json",
+        "ALTER TABLE trials DROP COLUMN constraints_json",
+    ],
+}
+
+
+def _downgrade(path, version: int) -> None:
+    """Make the SQLite storage at ``path`` a version-``version`` one."""
+    assert sorted(_ADDED) == list(range(2, SCHEMA_VERSION + 1))  # every version is listed
+    with sqlite3.connect(path) as conn:
+        for later in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _ADDED[later]:
+                conn.execute(statement)
+        conn.execute("UPDATE headstart_version SET schema_version = ?", (version,))
+
+
 def test_version_1_storage_is_migrated_on_open(tmp_path):
     path = tmp_path / "old.db"
     record = new_study(Storage(f"sqlite:///{path}"), "kept")
-    with sqlite3.connect(path) as conn:  # make it a version-1 storage: no model_cache table
-        conn.execute("DROP TABLE model_cache")
-        conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")  # added in version 3
-        conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")  # added in version 4
-        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")  # added in version 5
-        conn.execute("UPDATE headstart_version SET schema_version = 1")
+    _downgrade(path, 1)
     store = Storage(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT schema_version FROM headstart_version").fetchall() == [
             (SCHEMA_VERSION,)
         ]
-    assert SCHEMA_VERSION == 5 and store.get_study("kept") == record
+    assert SCHEMA_VERSION == 6 and store.get_study("kept") == record
     store.put_cache("k", "x", {"ok": True})
     assert Storage(f"sqlite:///{path}").get_cache("k") == {"ok": True}
 
@@ -253,11 +271,7 @@ def test_version_2_storage_gains_heartbeats_on_open(tmp_path):
     path = tmp_path / "v2.db"
     record = new_study(Storage(f"sqlite:///{path}"), "kept")
     Storage(f"sqlite:///{path}").create_trial(record.study_id, state="complete", params={}, value=1)
-    with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE trials DROP COLUMN heartbeat_at")
-        conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")
-        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")
-        conn.execute("UPDATE headstart_version SET schema_version = 2")
+    _downgrade(path, 2)
     store = Storage(f"sqlite:///{path}")
     (trial,) = store.get_trials(record.study_id)
     assert trial.value == 1 and trial.heartbeat_at is None  # completed trials kept as they were
@@ -340,10 +354,7 @@ def test_reading_a_missing_database_creates_nothing(tmp_path):
 def test_version_3_storage_gains_study_attributes_on_open(tmp_path):
     path = tmp_path / "v3.db"
     record = new_study(Storage(f"sqlite:///{path}"), "kept")
-    with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE studies DROP COLUMN user_attrs_json")
-        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")
-        conn.execute("UPDATE headstart_version SET schema_version = 3")
+    _downgrade(path, 3)
     store = Storage(f"sqlite:///{path}")
     assert store.get_study("kept").user_attrs == {}
     store.set_user_attr("dataset", "iris", study_id=record.study_id)
@@ -367,9 +378,7 @@ def test_user_attributes_are_json_and_refused_otherwise():
 def test_version_4_storage_gains_space_history_on_open(tmp_path):
     path = tmp_path / "v4.db"
     new_study(Storage(f"sqlite:///{path}"), "kept")
-    with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE studies DROP COLUMN space_history_json")
-        conn.execute("UPDATE headstart_version SET schema_version = 4")
+    _downgrade(path, 4)
     store = Storage(f"sqlite:///{path}")
     record = store.get_study("kept")
     assert record.space_history == []
@@ -406,3 +415,20 @@ def test_a_study_round_trips_through_every_backend(url):
         hs.create_study("rt", hs.SearchSpace({"y": hs.Float(0, 1)}), storage=url)
     hs.delete_study("rt", url)
     assert Storage(url).list_studies() == []
+
+
+def test_version_5_storage_gains_values_and_constraints_on_open(tmp_path):
+    path = tmp_path / "v5.db"
+    record = new_study(Storage(f"sqlite:///{path}"), "kept")
+    Storage(f"sqlite:///{path}").create_trial(record.study_id, state="complete", params={}, value=1)
+    _downgrade(path, 5)
+    store = Storage(f"sqlite:///{path}")
+    (old,) = store.get_trials(record.study_id)
+    assert old.value == 1 and old.values is None and old.constraints is None
+    trial = store.create_trial(record.study_id, state="running", params={"x": 0.5})
+    done = store.finish_trial(
+        trial.trial_id, state="complete", value=2.0, values=(2.0, -1.5), constraints=(0.0, 3.0)
+    )
+    assert done.values == (2.0, -1.5) and done.constraints == (0.0, 3.0)
+    again = Storage(f"sqlite:///{path}").get_trial(trial.trial_id)
+    assert again.values == (2.0, -1.5) and again.constraints == (0.0, 3.0)

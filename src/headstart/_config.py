@@ -23,6 +23,7 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
+MULTI_OUTPUT_METHODS = ("gp", "random")  # methods that model several objectives / constraints
 LEGACY_OPTIONS = ("kernel", "kernel_search")  # top-level settings of studies stored before options
 # The heartbeat of worker processes (optimize(n_workers > 1), `headstart worker`) on a study that
 # sets none: a killed worker's trial is failed a minute later instead of staying "running" (a
@@ -76,6 +77,10 @@ class StudyConfig:
         grace_period: A running trial whose heartbeat is older than this is failed by the next
             ``ask`` of any worker (default twice the interval).
         reenqueue_stale: Enqueue a failed stale trial's configuration again, once.
+        directions: A multi-objective study's direction per objective (``None``: one objective,
+            the study's ``direction``).
+        constrained: The study's trials carry constraint values (feasible when all are
+            ``<= 0``, Optuna's convention), modelled by one GP each.
     """
 
     method: str = "gp"
@@ -99,9 +104,12 @@ class StudyConfig:
     heartbeat_interval: float | None = None
     grace_period: float | None = None
     reenqueue_stale: bool = False
+    directions: tuple[str, ...] | None = None
+    constrained: bool = False
 
     def __post_init__(self) -> None:
         spec = get_method(self.method)
+        self._check_outputs()
         seed = self.seed
         if (
             isinstance(seed, bool)
@@ -170,6 +178,46 @@ class StudyConfig:
         parsed = spec.options.parse(self.options, method=self.method)
         object.__setattr__(self, "options", parsed.to_json())
 
+    def _check_outputs(self) -> None:
+        """Several objectives or constraints: checked directions, a method that models them."""
+        check_bool("constrained", self.constrained)
+        if self.directions is not None:
+            directions = self.directions
+            if isinstance(directions, str) or not all(d in DIRECTIONS for d in directions):
+                raise InvalidSettingError(
+                    "directions must be a list of 'minimize' / 'maximize', one per objective; "
+                    f"got {directions!r}."
+                )
+            if len(directions) < 2:
+                raise InvalidSettingError(
+                    f"directions lists {len(directions)} objective(s); a multi-objective study "
+                    "needs 2 or more (for one objective pass direction=...)."
+                )
+            object.__setattr__(self, "directions", tuple(directions))
+        if not self.multi_output:
+            return
+        if self.method not in MULTI_OUTPUT_METHODS:
+            what = "several objectives" if self.directions else "constraints"
+            raise InvalidSettingError(
+                f"method={self.method!r} does not model {what} yet; use one of "
+                f"{MULTI_OUTPUT_METHODS} (one GP per objective and per constraint)."
+            )
+        if self.acquisition not in (None, "logei"):
+            raise InvalidSettingError(
+                f"acquisition={self.acquisition!r} has no multi-objective or constrained form; "
+                "these studies use log EHVI / log constrained EI (leave acquisition unset)."
+            )
+
+    @property
+    def n_objectives(self) -> int:
+        return 1 if self.directions is None else len(self.directions)
+
+    @property
+    def multi_output(self) -> bool:
+        """Several objectives, or constraints: one model per output, and the multi-output
+        acquisitions (:mod:`headstart._engine.multi_output`)."""
+        return self.directions is not None or self.constrained
+
     def check_heartbeat(self) -> StudyConfig:
         """Refuse a grace period no longer than the heartbeat interval (every trial would be
         failed between two beats). Checked when a study is created or a process overrides the
@@ -203,6 +251,8 @@ class StudyConfig:
         """This configuration with the acquisition default filled in (piBO active or not)."""
         if self.acquisition is not None:
             return self
+        if self.multi_output:  # log EHVI / log constrained EI (piBO multiplies them in log space)
+            return dataclasses.replace(self, acquisition="logei")
         return dataclasses.replace(self, acquisition=self.spec.default_acquisition(priors))
 
     def with_options_checked(self, kinds: list[str]) -> StudyConfig:
@@ -213,7 +263,10 @@ class StudyConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (plain JSON types)."""
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if self.directions is not None:
+            data["directions"] = list(self.directions)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StudyConfig:

@@ -349,7 +349,9 @@ class Strategy:
 
         Args:
             completed: Configurations of completed (and imported) trials.
-            values: Their objective values in the *maximize* convention (already sign-flipped).
+            values: Their objective values in the *maximize* convention (already sign-flipped);
+                with several objectives or constraints an ``n x (k + r)`` array: the ``k``
+                maximized objectives, then the ``r`` constraint values (feasible: ``<= 0``).
             design_index: How many suggestions the strategy has made before (Sobol index).
             trial_number: Number of the trial being created (seeds this suggestion).
             pending: Configurations being evaluated right now (e.g. by other workers); the
@@ -372,6 +374,16 @@ class Strategy:
                 return self.space.decode(rng.random(self.space.dim))[0]
             return self._design_point(design_index)
         values = np.asarray(values, dtype=np.float64)
+        if self.config.multi_output:  # one model per objective and per constraint
+            x = self.engine.suggest_multi(
+                self._encode(completed),
+                values.reshape(len(completed), -1),
+                self.config.n_objectives,
+                rng=rng,
+                prior=self._prior_weight(len(completed) + len(pending)),
+                pending=self._encode(pending) if len(pending) else None,
+            )
+            return self.space.decode(x)[0]
         liar = None
         if len(pending) and not len(values):  # nothing completed yet: worst meta-data value
             liar = min(float(t.y_max().min()) for t in self.meta_tasks)

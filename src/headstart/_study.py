@@ -22,21 +22,29 @@ import numpy as np
 
 from headstart._config import StudyConfig, worker_heartbeat
 from headstart._heartbeat import Heartbeat
+from headstart._objectives import (
+    check_constraints,
+    check_values,
+    hypervolume,
+    pareto_indices,
+    to_max,
+)
 from headstart._strategy import build_strategy
 from headstart._trial import (
     USER_ATTRS_PREFIX,
     Trial,
     UserAttrs,
     check_attrs,
-    check_value,
     failure_attrs,
     rows_from,
 )
 from headstart._trial_cache import TrialCache, params_key
 from headstart.exceptions import (
+    ConstraintValueError,
     HeadstartWarning,
     InvalidSettingError,
     InvalidValueError,
+    MultiObjectiveError,
     NoCompletedTrialsError,
     SearchSpaceError,
     StorageError,
@@ -70,6 +78,7 @@ class Study:
         *,
         heartbeat_interval: float | None = None,
         grace_period: float | None = None,
+        constraints_func: Callable[[dict[str, Any]], Sequence[float]] | None = None,
     ) -> None:
         self._storage = storage
         record = storage.get_study_by_id(study_id)
@@ -78,6 +87,19 @@ class Study:
         self.direction: str = record.direction
         self.space = SearchSpace.from_json(record.space)
         self.config = StudyConfig.from_json(record.settings)
+        self.directions: tuple[str, ...] = self.config.directions or (self.direction,)
+        """One direction per objective (``(direction,)`` for a single-objective study)."""
+        if constraints_func is not None and not self.config.constrained:
+            raise InvalidSettingError(
+                f"Study {self.name!r} declared no constraints; a constraints function has "
+                "nothing to record (create the study with constraints=...)."
+            )
+        if constraints_func is not None and not callable(constraints_func):
+            raise InvalidSettingError(
+                f"constraints must be True or a function of the parameters; got "
+                f"{constraints_func!r}."
+            )
+        self._constraints_func = constraints_func
         if heartbeat_interval is not None or grace_period is not None:  # this process only
             self.config = dataclasses.replace(
                 self.config,
@@ -250,9 +272,11 @@ class Study:
                     for r in (*finished, *unfinished)
                     if r.params and r.source == "ask" and r.number < reserved.number
                 )
+            if self.config.multi_output:
+                done = [r for r in done if not self.config.constrained or r.constraints]
             params = self._strategy.suggest(
                 [r.params for r in done],
-                [self._to_max(r.value) for r in done],
+                self._model_values(done),
                 design_index=design_index,
                 trial_number=reserved.number,
                 pending=running + refused,
@@ -279,6 +303,20 @@ class Study:
             refused.append(params)
         raise AssertionError("unreachable")  # pragma: no cover - itertools.count never ends
 
+    def _model_values(self, records: Sequence[TrialRecord]) -> list[float] | np.ndarray:
+        """The strategy's targets: the maximized value per trial, or (several objectives or
+        constraints) an ``n x (k + r)`` array of the maximized objectives, then the constraint
+        values."""
+        if not self.config.multi_output:
+            return [self._to_max(r.value) for r in records]
+        k = len(self.directions)
+        rows = [
+            [*to_max(r.values or (r.value,), self.directions), *(r.constraints or ())]
+            for r in records
+        ]
+        width = k + (len(rows[0]) - k if rows else 0)
+        return np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
+
     def _record_for(self, trial: Trial | int) -> TrialRecord:
         if isinstance(trial, Trial):
             try:
@@ -298,20 +336,35 @@ class Study:
                 return record
         raise UnknownTrialError(f"Study {self.name!r} has no trial number {trial}.")
 
-    def tell(self, trial: Trial | int, value: Any = None, *, failed: bool = False) -> Trial:
+    def tell(
+        self,
+        trial: Trial | int,
+        value: Any = None,
+        *,
+        failed: bool = False,
+        constraints: Sequence[float] | None = None,
+    ) -> Trial:
         """Record the result of a trial (one transaction).
 
         Args:
             trial: The trial returned by :meth:`ask`, or its number.
-            value: The objective value, a finite real number (omit it with ``failed=True``).
+            value: The objective value, a finite real number; for a multi-objective study a
+                list of them, one per objective in the order of ``directions`` (omit it with
+                ``failed=True``).
             failed: Mark the evaluation as failed; the model ignores failed trials.
+            constraints: A constrained study's constraint values, each satisfied when ``<= 0``
+                (Optuna's convention); an infeasible trial is complete, and the model learns
+                where the constraints bite.
 
         Raises:
             InvalidValueError: NaN, inf or a non-number (the trial stays running, nothing written).
+            ObjectiveCountError: another number of values than the study's objectives.
+            ConstraintValueError: constraints for a study that declared none, none (or another
+                count than before, or a NaN) for one that did.
             UnknownTrialError: the trial does not belong to this study.
             TrialAlreadyFinishedError: the trial was told before.
         """
-        return self._tell(trial, value, failed=failed)
+        return self._tell(trial, value, failed=failed, constraints=constraints)
 
     def _tell(
         self,
@@ -320,20 +373,41 @@ class Study:
         *,
         failed: bool = False,
         user_attrs: dict[str, Any] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> Trial:
         record = self._record_for(trial)
         if failed and value is not None:
             raise InvalidValueError("Pass either a value or failed=True, not both.")
         state = TrialState.FAILED if failed else TrialState.COMPLETE
-        checked = None if failed else check_value(value)  # a bad value changes nothing
+        values, checked_constraints = None, None
+        if not failed:  # a bad value changes nothing
+            values = check_values(value, self.directions)
+            checked_constraints = check_constraints(
+                constraints, self.config.constrained, self._constraint_count()
+            )
+        elif constraints is not None:
+            raise ConstraintValueError("A failed trial has no constraint values; drop them.")
         from headstart._parallel import stop_signal_held
 
         with stop_signal_held():  # a worker told to stop finishes this write first
             self._stop_heartbeat(record.trial_id)
             finished = self._storage.finish_trial(
-                record.trial_id, state=state, value=checked, user_attrs=user_attrs
+                record.trial_id,
+                state=state,
+                value=None if values is None else values[0],
+                user_attrs=user_attrs,
+                values=values if values is not None and len(values) > 1 else None,
+                constraints=checked_constraints,
             )
         return self._trial(finished)
+
+    def _constraint_count(self) -> int | None:
+        """How many constraint values the study's trials carry (``None``: none told yet)."""
+        if not self.config.constrained:
+            return None
+        finished, _ = self._trial_cache.refresh()
+        counts = {len(r.constraints) for r in finished if r.constraints}
+        return next(iter(counts)) if counts else None
 
     def optimize(
         self,
@@ -454,11 +528,31 @@ class Study:
             self._tell(trial, failed=True, user_attrs=failure_attrs(e))
             raise
         try:
-            value = check_value(raw)
+            value, constraints = self._split_result(raw, trial.params)
+            values = check_values(value, self.directions)
         except InvalidValueError as e:  # as Optuna: a NaN / non-number is a failed trial
             warnings.warn(f"Trial {trial.number} failed: {e}", HeadstartWarning, stacklevel=3)
             return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
-        return self.tell(trial, value)
+        return self.tell(trial, values if len(values) > 1 else values[0], constraints=constraints)
+
+    def _split_result(self, raw: Any, params: dict[str, Any]) -> tuple[Any, Any]:
+        """``(value(s), constraints)`` of what the objective returned: a constrained study's
+        objective may return ``{"value": ..., "constraints": [...]}`` (``"values"`` for several
+        objectives); else its constraints come from the study's constraints function."""
+        if isinstance(raw, Mapping) and ("constraints" in raw or "values" in raw or "value" in raw):
+            value = raw.get("values", raw.get("value"))
+            constraints = raw.get("constraints")
+        else:
+            value, constraints = raw, None
+        if constraints is None and self._constraints_func is not None:
+            constraints = self._constraints_func(params)
+        if constraints is None and self.config.constrained:
+            raise ConstraintValueError(
+                f"Study {self.name!r} is constrained: return {{'value': ..., 'constraints': "
+                "[...]}} from the objective, or pass constraints=fn(params) to create_study / "
+                "load_study."
+            )
+        return value, constraints
 
     # --- user attributes ---------------------------------------------------------------------------
     @property
@@ -507,18 +601,32 @@ class Study:
 
         Raises:
             InvalidSettingError: a JSON export of a study with the other direction.
+            ObjectiveCountError, ConstraintValueError: a row without one value per objective,
+                or without the study's constraint values (several objectives: dicts with
+                ``"values"`` and ``"constraints"``, or ``values_<i>`` / ``constraints_<i>``
+                columns, as :meth:`export` and :meth:`trials_dataframe` write them).
         """
         if isinstance(trials, str | os.PathLike):
             trials = self._read_trials_file(trials)
         read = rows_from(trials, list(self.space))
         prepared = []
+        expected = self._constraint_count()
         for i, row in enumerate(read.rows):
             try:
+                values = None if row.failed else check_values(row.value, self.directions)
+                constraints = None
+                if not row.failed:
+                    constraints = check_constraints(
+                        row.constraints, self.config.constrained, expected
+                    )
+                    expected = None if constraints is None else len(constraints)
                 prepared.append(
                     {
                         "state": TrialState.FAILED if row.failed else TrialState.COMPLETE,
                         "params": self.space.validate(row.params),
-                        "value": None if row.failed else check_value(row.value),
+                        "value": None if values is None else values[0],
+                        "values": values if values is not None and len(values) > 1 else None,
+                        "constraints": constraints,
                         "source": "import",
                         "user_attrs": check_attrs(row.user_attrs),
                     }
@@ -547,6 +655,12 @@ class Study:
                     f"{self.direction}d: its values would be read backwards. Use it as a "
                     "transfer source (transfer_from=[path]) instead, which flips them."
                 )
+            if list(doc.get("directions") or [doc["direction"]]) != list(self.directions):
+                raise InvalidSettingError(
+                    f"{str(path)!r} holds a study with directions "
+                    f"{doc.get('directions') or [doc['direction']]} and {self.name!r} has "
+                    f"{list(self.directions)}: its values would be misread."
+                )
             return doc["trials"]
         if suffix == "csv":
             from headstart.sources._tables import read_csv_file
@@ -566,6 +680,11 @@ class Study:
         from headstart.sources._export import export_document
 
         doc = export_document(self.name, self.direction, self.space, self.trials, self.user_attrs)
+        if self.config.multi_output:  # every objective's value and the constraints too
+            doc["directions"] = list(self.directions)
+            for row, trial in zip(doc["trials"], self.trials, strict=True):
+                row["values"] = None if trial.values is None else list(trial.values)
+                row["constraints"] = None if trial.constraints is None else list(trial.constraints)
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=1, default=str)
@@ -579,14 +698,65 @@ class Study:
 
     @property
     def best_trial(self) -> Trial:
-        """The completed trial with the best value (in the study's direction)."""
+        """The completed trial with the best value (in the study's direction); in a constrained
+        study, the best *feasible* one.
+
+        Raises:
+            MultiObjectiveError: the study has several objectives (see :attr:`best_trials`).
+            NoCompletedTrialsError: no completed (feasible) trial yet.
+        """
+        if len(self.directions) > 1:
+            raise MultiObjectiveError(
+                f"Study {self.name!r} has {len(self.directions)} objectives, so no single best "
+                "trial; study.best_trials is its Pareto front."
+            )
+        done = self._feasible_complete()
+        best = max(done, key=lambda r: self._to_max(r.value))
+        return self._trial(best)
+
+    def _feasible_complete(self) -> list[TrialRecord]:
+        """The completed trials whose constraints all hold (all of them when unconstrained)."""
         done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
         if not done:
             raise NoCompletedTrialsError(
                 f"Study {self.name!r} has no completed trial yet; tell a value first."
             )
-        best = max(done, key=lambda r: self._to_max(r.value))
-        return self._trial(best)
+        feasible = [r for r in done if self._trial(r).feasible]
+        if not feasible:
+            raise NoCompletedTrialsError(
+                f"Study {self.name!r} has {len(done)} completed trial(s), none feasible (every "
+                "constraint <= 0) yet; keep optimizing, or loosen the constraints."
+            )
+        return feasible
+
+    @property
+    def best_trials(self) -> list[Trial]:
+        """The Pareto front: the completed, feasible trials no other one dominates (at least
+        as good in every objective and better in one), ordered by number. Trials with equal
+        values are all kept; infeasible and failed trials never are (Optuna's rules). Empty
+        when nothing is complete and feasible yet. A single-objective study's front is every
+        trial tied at the best value.
+        """
+        try:
+            done = self._feasible_complete()
+        except NoCompletedTrialsError:
+            return []
+        Y = np.array([to_max(self._trial(r).values, self.directions) for r in done])
+        return [self._trial(done[i]) for i in pareto_indices(Y)]
+
+    def hypervolume(self, reference: Sequence[float]) -> float:
+        """Hypervolume of the Pareto front (:attr:`best_trials`) against ``reference``: the
+        volume of the objective space that the front dominates and that is better than
+        ``reference`` in every objective (in each objective's direction). 0 when no feasible
+        trial is strictly better than the reference.
+
+        Raises:
+            ReferencePointError: ``reference`` has another length than the objectives.
+        """
+        front = [t.values for t in self.best_trials]
+        return hypervolume(
+            np.array(front).reshape(-1, len(self.directions)), reference, self.directions
+        )
 
     @property
     def best_value(self) -> float:
@@ -726,20 +896,30 @@ class Study:
         """A pandas DataFrame with one row per trial: ``number``, ``state``, ``value``,
         ``source``, one ``params_<name>`` column per parameter, ``datetime_start``,
         ``datetime_complete`` and one ``user_attrs_<key>`` column per user attribute (Optuna's
-        layout, so :meth:`add_trials` and Optuna tools read it back)."""
+        layout, so :meth:`add_trials` and Optuna tools read it back). Several objectives:
+        ``values_0``, ``values_1``, ... instead of ``value`` (Optuna's names); constraints: one
+        ``constraints_<i>`` column each."""
         import pandas as pd
 
         trials = self.trials
         keys = sorted({k for t in trials for k in t.user_attrs})
         rows = []
+        n_obj = len(self.directions)
+        value_columns = ["value"] if n_obj == 1 else [f"values_{i}" for i in range(n_obj)]
+        n_constraints = max((len(t.constraints or ()) for t in trials), default=0)
+        constraint_columns = [f"constraints_{i}" for i in range(n_constraints)]
         for t in trials:
             row = {"number": t.number, "state": t.state, "value": t.value, "source": t.source}
+            if n_obj > 1:
+                del row["value"]
+                row.update(zip(value_columns, t.values or [None] * n_obj, strict=True))
+            row.update(zip(constraint_columns, t.constraints or (), strict=False))
             row.update({f"params_{k}": v for k, v in t.params.items()})
             row["datetime_start"] = t.created_at
             row["datetime_complete"] = t.finished_at
             row.update({f"{USER_ATTRS_PREFIX}{k}": t.user_attrs.get(k) for k in keys})
             rows.append(row)
-        columns = ["number", "state", "value", "source"]
+        columns = ["number", "state", *value_columns, *constraint_columns, "source"]
         columns += [f"params_{k}" for k in self.space]
         columns += ["datetime_start", "datetime_complete"]
         columns += [f"{USER_ATTRS_PREFIX}{k}" for k in keys]

@@ -62,6 +62,16 @@ class Trial:
     user_attrs: dict[str, Any] = field(default_factory=UserAttrs)
     trial_id: int = -1
     _storage: BaseStorage | None = field(default=None, repr=False, compare=False)
+    values: tuple[float, ...] | None = None
+    """The objective values, one per objective (``(value,)`` for one objective; ``None`` until
+    the trial completes)."""
+    constraints: tuple[float, ...] | None = None
+    """A constrained study's constraint values (feasible when all are ``<= 0``), else ``None``."""
+
+    @property
+    def feasible(self) -> bool:
+        """Every constraint is ``<= 0`` (always ``True`` in an unconstrained study)."""
+        return self.constraints is None or all(c <= 0.0 for c in self.constraints)
 
     def set_user_attr(self, key: str, value: Any) -> None:
         """Store ``user_attrs[key] = value`` (JSON values: numbers, strings, lists, dicts)."""
@@ -86,6 +96,8 @@ class Trial:
             user_attrs=UserAttrs(r.user_attrs),
             trial_id=r.trial_id,
             _storage=storage,
+            values=r.values if r.values is not None else (None if r.value is None else (r.value,)),
+            constraints=r.constraints,
         )
 
 
@@ -151,6 +163,7 @@ class ImportRow:
     value: Any
     failed: bool = False
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    constraints: Any = None  # a constrained study's constraint values
 
 
 @dataclass
@@ -185,13 +198,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _row(params: Mapping, value: Any, state: Any, attrs: Mapping | None, out: ImportedRows) -> None:
+def _row(
+    params: Mapping,
+    value: Any,
+    state: Any,
+    attrs: Mapping | None,
+    out: ImportedRows,
+    constraints: Any = None,
+) -> None:
     state = "complete" if state is None else _state_of(state)
     if state not in ("complete", "failed"):
         out.skipped[state] = out.skipped.get(state, 0) + 1
         return
     failed = state == "failed"
-    out.rows.append(ImportRow(params, None if failed else value, failed, dict(attrs or {})))
+    out.rows.append(
+        ImportRow(
+            params,
+            None if failed else value,
+            failed,
+            dict(attrs or {}),
+            None if failed else constraints,
+        )
+    )
 
 
 def rows_from(trials: Any, names: list[str]) -> ImportedRows:
@@ -209,7 +237,9 @@ def rows_from(trials: Any, names: list[str]) -> ImportedRows:
     out = ImportedRows([])
     for item in trials:
         if isinstance(item, Mapping) and "params" in item:
-            _row(item["params"], item.get("value"), item.get("state"), item.get("user_attrs"), out)
+            value = item["values"] if item.get("values") is not None else item.get("value")
+            attrs, constraints = item.get("user_attrs"), item.get("constraints")
+            _row(item["params"], value, item.get("state"), attrs, out, constraints)
         elif isinstance(item, tuple | list) and len(item) == 2:
             out.rows.append(ImportRow(item[0], item[1]))
         else:
@@ -229,8 +259,13 @@ def _rows_from_frame(frame: Any, names: list[str]) -> ImportedRows:
     refused: a misspelt parameter must not vanish silently.
     """
     columns = [str(c) for c in frame.columns]
-    if "value" not in columns:
-        raise InvalidValueError(f"add_trials DataFrame needs a 'value' column; it has {columns}.")
+    value_columns = ["value"] if "value" in columns else _numbered(columns, "values_")
+    if not value_columns:
+        raise InvalidValueError(
+            f"add_trials DataFrame needs a 'value' column (or values_0, values_1, ... for several "
+            f"objectives); it has {columns}."
+        )
+    constraint_columns = _numbered(columns, "constraints_")
     source = {}
     for name in names:
         found = [c for c in (name, f"params_{name}") if c in columns]
@@ -240,7 +275,7 @@ def _rows_from_frame(frame: Any, names: list[str]) -> ImportedRows:
             )
         if found:
             source[name] = found[0]
-    known = set(source.values()) | {"value", "state"}
+    known = set(source.values()) | {"state", *value_columns, *constraint_columns}
     unknown = [c for c in columns if c not in known and not is_export_column(c)]
     if unknown:
         raise InvalidParamsError(
@@ -254,8 +289,18 @@ def _rows_from_frame(frame: Any, names: list[str]) -> ImportedRows:
     for r in frame.to_dict("records"):
         attrs = {key: _plain(r[c]) for c, key in attr_columns.items() if _plain(r[c]) is not None}
         params = {name: _plain(r[col]) for name, col in source.items()}
-        _row(params, r["value"], r.get("state"), attrs, out)
+        value = r["value"] if value_columns == ["value"] else [r[c] for c in value_columns]
+        constraints = [r[c] for c in constraint_columns] if constraint_columns else None
+        _row(params, value, r.get("state"), attrs, out, constraints)
     return out
+
+
+def _numbered(columns: list[str], prefix: str) -> list[str]:
+    """``prefix0, prefix1, ...`` as far as they run unbroken (Optuna's ``values_<i>``)."""
+    found = []
+    while f"{prefix}{len(found)}" in columns:
+        found.append(f"{prefix}{len(found)}")
+    return found
 
 
 USER_ATTRS_PREFIX = "user_attrs_"  # a trials_dataframe() column of one user attribute

@@ -229,7 +229,7 @@ def studies_show(
 
     study = hs.load_study(name, storage)
     out = _console(stderr=False)
-    out.print(f"{study.name} ({study.direction}) in {study.storage.url}")
+    out.print(f"{study.name} ({', '.join(study.directions)}) in {study.storage.url}")
     settings = dict(study.settings)
     transfer = settings.pop("transfer", None)
     out.print(f"settings: {json.dumps(settings)}")
@@ -242,13 +242,26 @@ def studies_show(
         s: sum(t.state == s for t in trials) for s in ("complete", "running", "failed", "waiting")
     }
     out.print("trials: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    if counts["complete"]:
+    several = len(study.directions) > 1
+    feasible = [t for t in trials if t.state == "complete" and t.feasible]
+    if study.config.constrained:
+        out.print(f"feasible (every constraint <= 0): {len(feasible)} of {counts['complete']}")
+    if several and feasible:
+        _show_front(study, out)
+    elif feasible:
         best = study.best_trial
         out.print(f"best: trial {best.number}, value {best.value:.6g}, params {best.params}")
-    table = Table("number", "state", "value", "params", "source")
+    table = Table("number", "state", "values" if several else "value", "params", "source")
+    if study.config.constrained:
+        table.add_column("constraints")
     for t in trials[-last:]:
-        value = "-" if t.value is None else f"{t.value:.6g}"
-        table.add_row(str(t.number), t.state, value, json.dumps(t.params), t.source)
+        value = "-" if t.values is None else ", ".join(f"{v:.6g}" for v in t.values)
+        row = [str(t.number), t.state, value, json.dumps(t.params), t.source]
+        if study.config.constrained:
+            row.append(
+                "-" if t.constraints is None else ", ".join(f"{c:.4g}" for c in t.constraints)
+            )
+        table.add_row(*row)
     out.print(table)
     if study.belief is not None:
         out.print(
@@ -260,10 +273,10 @@ def studies_show(
         current = study.kernel_expression or "(not fitted yet)"
         out.print(f"GP kernel ({'searched by BOSOT' if kernel == 'auto' else 'given'}): {current}")
     if plot is not None:
-        from headstart.plots import plot_convergence
+        from headstart.plots import plot_convergence, plot_hypervolume
 
-        plot_convergence(study, plot)
-        _console().print(f"Convergence plot: {plot}")
+        (plot_hypervolume if several else plot_convergence)(study, plot)
+        _console().print(f"{'Hypervolume' if several else 'Convergence'} plot: {plot}")
     if transfer or study.config.spec.uses_sources:
         _show_transfer(study, out, weights_plot)
     elif weights_plot is not None:
@@ -293,6 +306,26 @@ def studies_prior_plot(
     study = hs.load_study(name, storage)
     plot_prior_slice(study, out, param, param2, points=points)
     _console().print(f"Prior / acquisition slice: {out}")
+
+
+def _show_front(study, out) -> None:
+    """Print a multi-objective study's Pareto front and its hypervolume."""
+    from rich.table import Table
+
+    from headstart.plots import default_reference
+
+    front = study.best_trials
+    names = [f"{j}: {d}" for j, d in enumerate(study.directions)]
+    table = Table("trial", *names, "params", title=f"Pareto front ({len(front)} trials)")
+    for t in front:
+        table.add_row(str(t.number), *(f"{v:.6g}" for v in t.values), json.dumps(t.params))
+    out.print(table)
+    reference = default_reference(study)
+    out.print(
+        f"hypervolume {study.hypervolume(reference):.6g} (reference "
+        f"{', '.join(f'{r:.4g}' for r in reference)}: each objective's worst feasible value, "
+        "10% of its range further)"
+    )
 
 
 def _show_transfer(study, out, weights_plot: Path | None) -> None:
@@ -438,18 +471,34 @@ app.add_typer(import_app, name="import")
 
 
 def _create_imported(
-    name: str, space, direction: str, storage: str, trials, user_attrs: dict | None = None
+    name: str,
+    space,
+    direction: str,
+    storage: str,
+    trials,
+    user_attrs: dict | None = None,
+    *,
+    directions: list[str] | None = None,
+    constrained: bool = False,
 ) -> None:
-    """A new study ``name`` holding ``trials`` (see ``Study.add_trials``) and ``user_attrs``."""
+    """A new study ``name`` holding ``trials`` (see ``Study.add_trials``) and ``user_attrs``
+    (several objectives: ``directions``; ``constrained``: the rows carry constraints)."""
     import warnings
 
     import headstart as hs
     from headstart.storage import get_storage
 
     store = get_storage(storage)
+    objectives = {"directions": directions} if directions else {"direction": direction}
     try:
         study = hs.create_study(
-            name, space, direction=direction, storage=store, method="random", load_if_exists=False
+            name,
+            space,
+            **objectives,
+            constraints=constrained,
+            storage=store,
+            method="random",
+            load_if_exists=False,
         )
     except hs.DuplicatedStudyError as e:
         raise hs.DuplicatedStudyError(
@@ -485,33 +534,49 @@ def import_optuna(
     """Copy Optuna studies' complete and failed trials, with their user attributes and the
     study's, into headstart studies of the same names. The search space is the parameters every
     completed trial has (Optuna's distributions); pruned and running trials are skipped (and
-    counted), multi-objective studies too. The Optuna storage is only read."""
+    counted). Multi-objective studies keep every objective's values and direction; trials with
+    constraint values (Optuna's constraints_func) keep them, and a completed trial without them
+    in such a study counts as skipped. The Optuna storage is only read."""
     import optuna
 
+    from headstart.integrations.optuna import CONSTRAINTS_KEY
     from headstart.integrations.optuna_space import space_from_distributions
     from headstart.sources import from_optuna
-    from headstart.sources._optuna import optuna_direction
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for found in from_optuna(source, study).studies():
         complete = found.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if len(found.directions) != 1 or not complete:
-            _console().print(
-                f"Skipped {found.study_name!r}: multi-objective or no completed trial."
-            )
+        if not complete:
+            _console().print(f"Skipped {found.study_name!r}: no completed trial.")
             continue
         space = space_from_distributions(optuna.search_space.intersection_search_space(complete))
-        rows = [
-            {  # a failed trial without the whole configuration counts as skipped ("partial")
-                "params": {n: t.params.get(n) for n in space},
-                "value": t.value,
-                "state": t.state.name if all(n in t.params for n in space) else "partial",
-                "user_attrs": t.user_attrs,
-            }
-            for t in found.get_trials(deepcopy=False)
-        ]
-        name = prefix + found.study_name
-        _create_imported(name, space, optuna_direction(found), storage, rows, found.user_attrs)
+        directions = ["maximize" if d.name == "MAXIMIZE" else "minimize" for d in found.directions]
+        constrained = any(t.system_attrs.get(CONSTRAINTS_KEY) is not None for t in complete)
+        rows = []
+        for t in found.get_trials(deepcopy=False):
+            whole = all(n in t.params for n in space)
+            cons = t.system_attrs.get(CONSTRAINTS_KEY)
+            if constrained and t.state.name == "COMPLETE" and cons is None:
+                whole = False  # no constraint values to tell: skipped as partial
+            rows.append(
+                {  # a trial without the whole configuration counts as skipped ("partial")
+                    "params": {n: t.params.get(n) for n in space},
+                    "values": t.values,
+                    "constraints": cons if constrained else None,
+                    "state": t.state.name if whole else "partial",
+                    "user_attrs": t.user_attrs,
+                }
+            )
+        _create_imported(
+            prefix + found.study_name,
+            space,
+            directions[0],
+            storage,
+            rows,
+            found.user_attrs,
+            directions=directions if len(directions) > 1 else None,
+            constrained=constrained,
+        )
 
 
 @import_app.command("csv")

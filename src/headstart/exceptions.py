@@ -34,6 +34,24 @@ class InvalidValueError(HeadstartError, ValueError):
     """An objective value is NaN, infinite or not a number."""
 
 
+class ObjectiveCountError(InvalidValueError):
+    """A trial was told a number of values other than the study's number of objectives."""
+
+
+class ConstraintValueError(InvalidValueError):
+    """Constraint values told to a study that declared none, a missing, NaN or non-number
+    constraint, or a count that differs from the study's earlier trials'."""
+
+
+class MultiObjectiveError(HeadstartError, RuntimeError):
+    """A single-objective operation (``best_trial``, ``best_value``) on a multi-objective
+    study, or a multi-objective one (``hypervolume``) on a single-objective study."""
+
+
+class ReferencePointError(HeadstartError, ValueError):
+    """A hypervolume reference point of the wrong length, or not finite."""
+
+
 class UnknownStudyError(HeadstartError, KeyError):
     """No study with the requested name exists in the storage."""
 
@@ -162,6 +180,7 @@ class NumericsWarning(HeadstartWarning):
 
 __all__ = [
     "ConstantTargetError",
+    "ConstraintValueError",
     "DatasetError",
     "DuplicatedStudyError",
     "EmptySourceError",
@@ -175,13 +194,16 @@ __all__ = [
     "MetaDataValueError",
     "MissingValuesError",
     "ModelFittingError",
+    "MultiObjectiveError",
     "NoCompletedTrialsError",
     "NonNumericColumnError",
     "NumericsWarning",
+    "ObjectiveCountError",
     "PretrainingDataError",
     "PriorDensityError",
     "PriorModelError",
     "ReadOnlyAttributesError",
+    "ReferencePointError",
     "SearchSpaceError",
     "SourceFileError",
     "SourceSpaceMismatchError",

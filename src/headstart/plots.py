@@ -345,14 +345,23 @@ def plot_slice(study: Any, params: list[str] | None = None, path: str | Path | N
     rows = -(-len(names) // cols)
     fig = Figure(figsize=(4.0 * cols + 1.0, 3.4 * rows + 0.4), dpi=110, layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    numbers = [t.number for t in done]
+    import numpy as np
+
+    numbers = np.array([t.number for t in done])
+    values = np.array([t.value for t in done], dtype=float)
+    ok = np.array([t.feasible for t in done])
+    label = "objective value" if len(study.directions) == 1 else "objective 0"
     for ax, name in zip(axes, names, strict=False):
         param = study.space[name]
         x, _ = _positions(param, [t.params[name] for t in done])
-        points = ax.scatter(x, [t.value for t in done], c=numbers, cmap="viridis", s=16)
+        x = np.asarray(x, dtype=float)
+        points = ax.scatter(x[ok], values[ok], c=numbers[ok], cmap="viridis", s=16)
+        if not ok.all():  # constraints: where they bite
+            ax.scatter(x[~ok], values[~ok], marker="x", color="grey", s=18, label="infeasible")
+            ax.legend(loc="best", fontsize=7)
         _set_axis(ax, param)
         ax.set_xlabel(name + (" (log)" if _is_log(param) else ""))
-        ax.set_ylabel("objective value")
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     for ax in axes[len(names) :]:
         ax.set_visible(False)
@@ -370,7 +379,9 @@ def plot_contour(
     points: int = 60,
 ):
     """The GP's posterior mean over ``x`` and ``y`` (the other parameters at the best trial's
-    values) with the completed trials on top; default: the two most important parameters."""
+    values; several objectives: the first objective, at the first Pareto-optimal trial) with
+    the completed trials on top, infeasible ones marked; default: the two most important
+    parameters."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -395,7 +406,8 @@ def plot_contour(
         grid = space.columns[k].grid
         axes_u.append(np.asarray(grid) if grid is not None else np.linspace(0, 1, points))
     gu, gv = np.meshgrid(*axes_u, indexing="ij")
-    best = space.encode([study.best_params])[0]
+    anchor = study.best_trials[0].params if len(study.directions) > 1 else study.best_params
+    best = space.encode([anchor])[0]
     U = np.repeat(best[None, :], gu.size, axis=0)
     U[:, i], U[:, j] = gu.ravel(), gv.ravel()
     Z = sign * mean(U).reshape(gu.shape)
@@ -409,7 +421,11 @@ def plot_contour(
     )
     tx, _ = _positions(space[x], [t.params[x] for t in done])
     ty, _ = _positions(space[y], [t.params[y] for t in done])
-    ax.scatter(tx, ty, c="white", edgecolors="black", s=18, label="trials")
+    ok = np.array([t.feasible for t in done])
+    tx, ty = np.asarray(tx, dtype=float), np.asarray(ty, dtype=float)
+    ax.scatter(tx[ok], ty[ok], c="white", edgecolors="black", s=18, label="trials")
+    if not ok.all():
+        ax.scatter(tx[~ok], ty[~ok], marker="x", c="#c44e52", s=22, label="infeasible")
     _set_axis(ax, space[x], "x")
     _set_axis(ax, space[y], "y")
     ax.set_xlabel(x)
@@ -448,10 +464,12 @@ def plot_parallel_coordinates(
     cmap = cm.viridis_r if study.direction == "minimize" else cm.viridis
     fig = Figure(figsize=(1.6 * len(names) + 2.5, 4.2), dpi=110)
     ax = fig.subplots()
-    best = study.best_trial.number
-    for t in sorted(done, key=lambda t: t.number == best):
+    # the best trial (several objectives: the Pareto front) is drawn thick
+    best = {t.number for t in study.best_trials} if len(study.directions) > 1 else set()
+    best = best or {study.best_trial.number}
+    for t in sorted(done, key=lambda t: t.number in best):
         ys = [scaled(n, t.params[n]) for n in names]
-        thick = t.number == best
+        thick = t.number in best
         ax.plot(range(len(names)), ys, color=cmap(norm(t.value)), lw=3 if thick else 0.8)
     ax.set_xticks(
         range(len(names)), [n + (" (log)" if _is_log(study.space[n]) else "") for n in names]
@@ -468,7 +486,8 @@ def plot_parallel_coordinates(
         ax.axvline(k, color="grey", lw=0.5)
     ax.set_yticks([])
     fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="objective value")
-    ax.set_title(f"{study.name}: parallel coordinates (thick: best trial)")
+    thick = "the Pareto front" if len(study.directions) > 1 else "best trial"
+    ax.set_title(f"{study.name}: parallel coordinates (thick: {thick})")
     _finish(fig)
     return _save(fig, path)
 
@@ -510,3 +529,105 @@ def plot_prior_vs_observed(study: Any, path: str | Path | None = None):
     fig.suptitle(f"{study.name}: user priors vs where the trials went")
     _finish(fig)
     return _save(fig, path)
+
+
+# --- several objectives and constraints -----------------------------------------------------------
+def default_reference(study: Any) -> list[float]:
+    """A hypervolume reference point: each objective's worst feasible value, 10% of its range
+    further (BoTorch's default rule), in the objective's own direction."""
+    import numpy as np
+
+    from headstart.exceptions import NoCompletedTrialsError
+
+    done = [t for t in study.trials if t.state == "complete" and t.feasible]
+    if not done:
+        raise NoCompletedTrialsError(
+            f"Study {study.name!r} has no completed feasible trial; pass a reference point."
+        )
+    Y = np.array([t.values for t in done], dtype=float)
+    ref = []
+    for j, direction in enumerate(study.directions):
+        low, high = Y[:, j].min(), Y[:, j].max()
+        span = (high - low) or max(abs(high), 1.0)
+        ref.append(float(high + 0.1 * span if direction == "minimize" else low - 0.1 * span))
+    return ref
+
+
+def plot_pareto_front(study: Any, path: str | Path | None = None):
+    """Every completed trial in objective space, the Pareto front highlighted (2 objectives: a
+    plane, the front's staircase drawn; 3: a 3-D scatter), infeasible trials as grey crosses."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from headstart.exceptions import InvalidSettingError
+
+    k = len(study.directions)
+    if k not in (2, 3):
+        raise InvalidSettingError(
+            f"plot_pareto_front draws 2 or 3 objectives; study {study.name!r} has {k}."
+        )
+    done = _completed(study)
+    front = {t.number for t in study.best_trials}
+    Y = np.array([t.values for t in done], dtype=float)
+    ok = np.array([t.feasible for t in done])
+    on = np.array([t.number in front for t in done])
+    numbers = np.array([t.number for t in done])
+    labels = [f"objective {j} ({d})" for j, d in enumerate(study.directions)]
+    fig = Figure(figsize=(6.4, 5.0), dpi=110)
+    ax = fig.add_subplot(projection="3d" if k == 3 else None)
+    cols = [Y[:, j] for j in range(k)]
+    rest = ok & ~on
+    points = ax.scatter(
+        *[c[rest] for c in cols], c=numbers[rest], cmap="viridis", s=16, alpha=0.7,
+        label="feasible trials",
+    )  # fmt: skip
+    if (~ok).any():
+        ax.scatter(*[c[~ok] for c in cols], marker="x", color="grey", s=20, label="infeasible")
+    ax.scatter(
+        *[c[on] for c in cols], s=46, facecolors="none", edgecolors="#c44e52", lw=1.6,
+        label=f"Pareto front ({int(on.sum())})",
+    )  # fmt: skip
+    if k == 2 and on.any():
+        order = np.argsort(Y[on, 0] if study.directions[0] == "minimize" else -Y[on, 0])
+        ax.step(Y[on, 0][order], Y[on, 1][order], where="post", color="#c44e52", lw=1)
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    if k == 3:
+        ax.set_zlabel(labels[2])
+    if rest.any():
+        fig.colorbar(points, ax=ax, label="trial number", shrink=0.7)
+    ax.set_title(f"{study.name}: Pareto front")
+    ax.legend(loc="best", fontsize=8)
+    return _save(_finish(fig, tight=k == 2), path)
+
+
+def plot_hypervolume(study: Any, path: str | Path | None = None, *, reference: Any = None):
+    """The hypervolume of the feasible Pareto front after each trial (against ``reference``,
+    default :func:`default_reference`): the convergence curve of several objectives."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from headstart._objectives import hypervolume
+
+    reference = default_reference(study) if reference is None else list(reference)
+    trials = [t for t in study.trials if t.state == "complete"]
+    numbers, volumes, seen = [], [], []
+    for t in trials:
+        if t.feasible:
+            seen.append(t.values)
+        numbers.append(t.number)
+        front = np.array(seen, dtype=float).reshape(-1, len(study.directions))
+        volumes.append(hypervolume(front, reference, study.directions))
+    fig = Figure(figsize=(6.4, 4.0), dpi=110)
+    ax = fig.subplots()
+    ax.step(numbers, volumes, where="post", lw=2)
+    n_initial = getattr(study, "n_initial", None)
+    if n_initial:
+        ax.axvline(n_initial - 0.5, color="grey", ls="--", lw=1, label="end of initial design")
+        ax.legend(loc="best", fontsize=8)
+    ax.set_xlabel("trial number")
+    ax.set_ylabel("hypervolume of the feasible front")
+    ref_text = ", ".join(f"{r:.3g}" for r in reference)
+    ax.set_title(f"{study.name}: hypervolume (reference {ref_text})")
+    ax.grid(alpha=0.3)
+    return _save(_finish(fig), path)

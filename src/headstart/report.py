@@ -4,7 +4,9 @@ Everything is inside the file (figures as base64 PNG, inline CSS, a few lines of
 so it opens offline, can be mailed, and needs no server. Sections, where they apply:
 
 * summary: direction, trial counts by state, method and storage;
-* best configuration (a table) and the convergence curve;
+* best configuration (a table) and the convergence curve; several objectives: the Pareto front
+  (a table, and a plot of 2 or 3 objectives) and the hypervolume curve; infeasible trials
+  (constraints) are marked on the slices and the contour;
 * parameter importance (:mod:`headstart.importance`), slices, contour of the two most important
   parameters and parallel coordinates (:mod:`headstart.plots`);
 * transfer studies: each source's learned weight;
@@ -94,7 +96,7 @@ def _sections(study: Any) -> list[str]:
     out = [
         _table(
             [
-                ("direction", study.direction),
+                ("direction", ", ".join(study.directions)),
                 ("method", study.settings.get("method", "gp")),
                 ("trials", ", ".join(f"{v} {k}" for k, v in counts.items())),
                 ("storage", "in memory" if "memory" in study.storage.url else study.storage.url),
@@ -105,15 +107,20 @@ def _sections(study: Any) -> list[str]:
     ]
     if not done:
         return [*out, "<p>No completed trial yet: nothing to plot.</p>"]
-    best = study.best_trial
-    out.append("<h2>Best configuration</h2>")
-    out.append(
-        _table(
-            [("trial", best.number), ("value", best.value), *best.params.items()],
-            ("parameter", "value"),
+    if not any(t.feasible for t in done):
+        return [*out, "<p>No feasible trial yet (every constraint &lt;= 0): nothing to plot.</p>"]
+    if len(study.directions) > 1:
+        out += _pareto_sections(study)
+    else:
+        best = study.best_trial
+        out.append("<h2>Best configuration</h2>")
+        out.append(
+            _table(
+                [("trial", best.number), ("value", best.value), *best.params.items()],
+                ("parameter", "value"),
+            )
         )
-    )
-    out.append(_figure("Convergence", plots.plot_convergence(study, log="auto")))
+        out.append(_figure("Convergence", plots.plot_convergence(study, log="auto")))
     free = [c.name for c in study.space.columns]
     shares = parameter_importance(study) if len(done) >= 3 and free else None
     if shares is not None:
@@ -146,6 +153,27 @@ def _sections(study: Any) -> list[str]:
     prior = plots.plot_prior_vs_observed(study)
     if prior is not None:
         out.append(_figure("User priors vs observed", prior))
+    return out
+
+
+def _pareto_sections(study: Any) -> list[str]:
+    """Several objectives: the Pareto front's table, its plot (2 or 3 objectives) and the
+    hypervolume curve."""
+    front = study.best_trials
+    names = [f"objective {j} ({d})" for j, d in enumerate(study.directions)]
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td>{_cell(v)}</td>" for v in (t.number, *t.values, json.dumps(t.params)))
+        + "</tr>"
+        for t in front
+    )
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("trial", *names, "params"))
+    out = [f"<h2>Pareto front ({len(front)} trials)</h2><table><tr>{head}</tr>{rows}</table>"]
+    if len(study.directions) in (2, 3):
+        out.append(_figure("Pareto front", plots.plot_pareto_front(study)))
+    reference = plots.default_reference(study)
+    note = "Reference point: each objective's worst feasible value, 10% of its range further."
+    out.append(_figure("Hypervolume", plots.plot_hypervolume(study, reference=reference), note))
     return out
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -122,7 +122,9 @@ def create_study(
     name: str,
     space: SearchSpace,
     *,
-    direction: str = "minimize",
+    direction: str | None = None,
+    directions: Sequence[str] | None = None,
+    constraints: bool | Callable[[dict[str, Any]], Sequence[float]] = False,
     storage: str | BaseStorage | None = DEFAULT_STORAGE_URL,
     method: str | None = None,
     seed: int | None = None,
@@ -153,7 +155,19 @@ def create_study(
     Args:
         name: Unique name of the study in the storage.
         space: The :class:`~headstart.space.SearchSpace` to optimise over.
-        direction: ``"minimize"`` or ``"maximize"``.
+        direction: ``"minimize"`` (default) or ``"maximize"``.
+        directions: Several objectives, one direction each (``["minimize", "maximize"]``);
+            instead of ``direction``. Trials are told a list of values; ``study.best_trials``
+            is the Pareto front and ``study.hypervolume(reference)`` its hypervolume; each
+            objective gets its own GP and suggestions maximize log EHVI (methods ``"gp"`` and
+            ``"random"``).
+        constraints: ``True`` when trials are told constraint values
+            (``study.tell(trial, value, constraints=[c1, ...])``, feasible when every
+            ``c <= 0``, Optuna's convention), or a function ``params -> [c1, ...]`` that
+            ``optimize`` calls after each evaluation (not stored: pass it to
+            :func:`load_study` again). Each constraint gets its own GP; suggestions multiply
+            the acquisition by the probability that all constraints hold, and ``best_trial``
+            / ``best_trials`` count feasible trials only.
         storage: A SQLAlchemy URL (default ``sqlite:///headstart.db``), a Storage, or ``None`` for
             an in-memory study.
         method: ``"gp"`` (GP-BO), ``"random"``, or a transfer method that also learns from
@@ -243,7 +257,13 @@ def create_study(
             method or (unless ``load_if_exists=True``) settings; or at all, with
             ``load_if_exists=False``. A stored study's settings are never rewritten.
     """
+    direction, directions = _check_directions(direction, directions)
     _check_call(name, space, direction, load_if_exists)
+    if not (isinstance(constraints, bool) or callable(constraints)):
+        raise InvalidSettingError(
+            f"constraints must be True / False or a function of the parameters; got "
+            f"{constraints!r}."
+        )
     if method is None:
         method = default_method(transfer_from, prior_model)
     config = StudyConfig(
@@ -266,6 +286,8 @@ def create_study(
         heartbeat_interval=heartbeat_interval,
         grace_period=grace_period,
         reenqueue_stale=reenqueue_stale,
+        directions=directions,
+        constrained=bool(constraints),
     ).check_heartbeat()
     belief = UserBelief(space, prior_density) if use_priors else None
     config = config.resolved(priors=pibo_active(belief, config.prior_strength))
@@ -284,10 +306,30 @@ def create_study(
         _check_resumable(existing, store, space, direction, method, widen=load_if_exists is True)
     config = _with_sources(config, spec, space, store, name, direction, transfer_from, prior_model)
     record = _store_or_resume(store, name, space, direction, config, seed, load_if_exists)
-    study = Study(store, record.study_id, prior_density)
+    func = constraints if callable(constraints) else None
+    study = Study(store, record.study_id, prior_density, constraints_func=func)
     if spec.prefit_at_creation:  # train now (cached in the storage), not inside a later ask
         study._strategy.prefit()
     return study
+
+
+def _check_directions(direction: Any, directions: Any) -> tuple[str, tuple[str, ...] | None]:
+    """``(direction, directions)``: one objective's direction, or several objectives' (the
+    stored ``direction`` is then the first one's)."""
+    if directions is None:
+        return ("minimize" if direction is None else direction), None
+    if direction is not None:
+        raise InvalidSettingError(
+            "Pass direction= (one objective) or directions= (several), not both."
+        )
+    if isinstance(directions, str) or not isinstance(directions, Sequence):
+        raise InvalidSettingError(
+            f"directions must be a list such as ['minimize', 'maximize']; got {directions!r}."
+        )
+    if len(directions) == 1:  # Optuna's directions=[d] is a single-objective study
+        return directions[0], None
+    config_check = StudyConfig(directions=tuple(directions))  # the same checks as stored ones
+    return config_check.directions[0], config_check.directions
 
 
 def _check_call(name: Any, space: Any, direction: Any, load_if_exists: Any) -> None:
@@ -396,6 +438,7 @@ def load_study(
     prior_density: JointDensity | None = None,
     heartbeat_interval: float | None = None,
     grace_period: float | None = None,
+    constraints: Callable[[dict[str, Any]], Sequence[float]] | None = None,
 ) -> Study:
     """Open an existing study by name (raises :class:`UnknownStudyError` if there is none).
 
@@ -406,6 +449,8 @@ def load_study(
             stored).
         heartbeat_interval, grace_period: Override the stored heartbeat settings in this
             process (see :func:`create_study`).
+        constraints: The constraints function the study was created with, if any (functions
+            are not stored).
     """
     store = get_storage(storage, create=False)
     return Study(
@@ -414,6 +459,7 @@ def load_study(
         prior_density,
         heartbeat_interval=heartbeat_interval,
         grace_period=grace_period,
+        constraints_func=constraints,
     )
 
 

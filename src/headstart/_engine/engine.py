@@ -169,6 +169,7 @@ class BOEngine:
             self._surrogate, self._build = None, surrogate
         self._reuse: list | None = None  # [(data key, posterior, y_model)] inside reuse_fit()
         self._batch: set[bytes] = set()  # points suggested inside reuse_fit() (a batch)
+        self._extra_outputs: list[Surrogate] = []  # suggest_multi's models of outputs 2, 3, ...
 
     @property
     def built(self) -> bool:
@@ -311,6 +312,100 @@ class BOEngine:
         return optimize_criterion(
             criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties
         )
+
+    def suggest_multi(
+        self,
+        train_X: np.ndarray,
+        train_Y: np.ndarray,
+        n_objectives: int,
+        *,
+        rng: np.random.Generator,
+        prior: PriorWeight | None = None,
+        pending: np.ndarray | None = None,
+    ) -> np.ndarray:
+        r"""Next point for several objectives and / or constraints (one model per output).
+
+        Every output gets its own surrogate from this engine's builder, conditioned on its own
+        column; the criterion is log EHVI (``k >= 2``) or LogEI above the best feasible value
+        (``k = 1``), times each constraint's probability of feasibility, in log space
+        (:class:`headstart._engine.multi_output.MultiOutputCriterion`), maximized by the same
+        search as :meth:`suggest`. Pending points enter every output's posterior as fantasies
+        at its mean (the Kriging believer), so the variance near them collapses.
+
+        Args:
+            train_X: ``n x d`` evaluated points in ``[0, 1]``.
+            train_Y: ``n x (k + r)``: the ``k`` objectives (*maximized*), then the ``r``
+                constraint values (feasible when ``<= 0``); rows with a non-finite entry are
+                ignored.
+            n_objectives: ``k``.
+            rng, prior, pending: As in :meth:`suggest`.
+
+        Returns:
+            A ``d`` point in ``[0, 1]``.
+        """
+        from headstart._engine.multi_output import (
+            NO_INCUMBENT,
+            MultiOutputCriterion,
+            StackedPosterior,
+            hypercells,
+            infer_reference,
+            pareto_mask,
+            to_model_units,
+        )
+
+        d, k = len(self.dims), int(n_objectives)
+        X = np.asarray(train_X, dtype=np.float64).reshape(-1, d)
+        Y = np.asarray(train_Y, dtype=np.float64).reshape(len(X), -1)
+        keep = np.isfinite(Y).all(axis=1) & np.isfinite(X).all(axis=1)
+        X, Y = self._space.snap(X[keep]), Y[keep]
+        if not len(Y):
+            return self._space.snap(rng.random((1, d)))[0]
+        P = self._clean_pending(pending)
+        with limit_threads():
+            posteriors, models, believed = [], [], []
+            for j, surrogate in enumerate(self._output_surrogates(Y.shape[1])):
+                posterior, y_model = surrogate.condition(X, Y[:, j], rng)
+                if len(P):
+                    believed.append(posterior.posterior(P)[0])
+                    if self._fantasizes(posterior):
+                        posterior = posterior.fantasize(P, believed[-1])
+                posteriors.append(posterior)
+                models.append(np.asarray(y_model, dtype=np.float64))
+            thresholds = np.array(
+                [to_model_units(Y[:, j], models[j], 0.0) for j in range(k, Y.shape[1])]
+            )
+            feasible = (Y[:, k:] <= 0.0).all(axis=1)
+            objectives = np.stack(models[:k], axis=1)[feasible]
+            if len(P):  # believed outcomes of the pending points join the incumbents
+                B = np.stack(believed, axis=1)
+                ok = (B[:, k:] <= thresholds).all(axis=1)
+                objectives = np.concatenate([objectives, B[ok, :k]])
+            stacked = StackedPosterior(posteriors)
+            if k == 1:
+                best = float(objectives[:, 0].max()) if len(objectives) else NO_INCUMBENT
+                crit = MultiOutputCriterion(stacked, 1, thresholds, best_f=best, prior=prior)
+            else:
+                cells = None
+                if len(objectives):
+                    front = objectives[pareto_mask(objectives)]
+                    cells = hypercells(front, infer_reference(front, k))
+                crit = MultiOutputCriterion(stacked, k, thresholds, cells=cells, prior=prior)
+            # the search's incumbent start: the best feasible first objective, else the point
+            # nearest to feasibility
+            violation = np.clip(Y[:, k:], 0.0, None).sum(axis=1)
+            start = np.where(feasible, Y[:, 0], -np.inf) if feasible.any() else -violation
+            x = self._maximize(crit, X, start, rng, None)
+            return self._space.snap(x[None, :])[0]
+
+    def _output_surrogates(self, n_outputs: int) -> list[Surrogate]:
+        """One surrogate per output (the first is :attr:`surrogate`), built on first use."""
+        if self._build is None and n_outputs > 1:
+            raise ValueError("Several outputs need a surrogate builder, not one surrogate.")
+        outputs = [self.surrogate, *self._extra_outputs]
+        with limit_threads():
+            outputs += [self._build() for _ in range(n_outputs - len(outputs))]
+        self._extra_outputs = outputs[1:]
+        return outputs[:n_outputs]
 
     def criterion(
         self, train_X: np.ndarray, train_y: np.ndarray, prior: PriorWeight | None = None

@@ -59,6 +59,7 @@ from headstart.storage import get_storage
 
 _logger = logging.getLogger(__name__)
 PARAMS_KEY = "headstart:params"  # a running trial's relative suggestion, for other workers
+CONSTRAINTS_KEY = "constraints"  # Optuna's system attribute of a trial's constraint values
 
 
 def _source_items(transfer_from: Any) -> list:
@@ -156,6 +157,11 @@ class HeadstartSampler(BaseSampler):
         independent_sampler: Sampler of parameters outside the modelled space.
         warn_independent_sampling: Warn once per parameter that is sampled independently.
         deterministic_objective: The objective is noise-free (the GP interpolates).
+        constraints_func: Optuna's ``constraints_func(trial) -> [c1, ...]``, called after each
+            completed or pruned trial; ``c <= 0`` is feasible. Each constraint gets its own GP
+            and suggestions multiply the acquisition by the probability that all hold; the
+            values are stored where Optuna's ``study.best_trials`` reads them. Multi-objective
+            studies (``directions=[...]``) get one GP per objective and log EHVI.
         storage: headstart storage where study names in ``transfer_from`` are looked up and
             fitted meta-models are cached (default: in memory, fitted once per sampler).
         **settings: Any other model setting of :func:`headstart.create_study`
@@ -182,11 +188,13 @@ class HeadstartSampler(BaseSampler):
         warn_independent_sampling: bool = True,
         deterministic_objective: bool = False,
         storage: Any = None,
+        constraints_func: Any = None,
         **settings: Any,
     ) -> None:
         fields = {f.name for f in dataclasses.fields(StudyConfig)}
         internal = {"method", "seed", "n_initial", "budget", "deterministic", "transfer"}
         internal |= {"prior_model", "heartbeat_interval", "grace_period", "reenqueue_stale"}
+        internal |= {"directions", "constrained"}  # the study's directions; constraints_func
         given = set(settings) & internal
         if given:
             raise InvalidSettingError(
@@ -210,6 +218,13 @@ class HeadstartSampler(BaseSampler):
             ),
             **general,
         )
+        if constraints_func is not None and not callable(constraints_func):
+            raise InvalidSettingError(
+                f"constraints_func must be a function of the trial; got {constraints_func!r}."
+            )
+        self._constraints_func = constraints_func
+        if constraints_func is not None:  # refuse a method without constraint models here
+            dataclasses.replace(self._config, constrained=True)
         self._method = method
         self._transfer_from = transfer_from
         self._prior_model = prior_model
@@ -237,7 +252,6 @@ class HeadstartSampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         """The completed trials' common parameters; before any, the sources' or the given ones."""
-        self._check_single_objective(study)
         found = {k: v for k, v in self._intersection.calculate(study).items() if not v.single()}
         if found:
             return found
@@ -256,7 +270,6 @@ class HeadstartSampler(BaseSampler):
     ) -> dict[str, Any]:
         if not search_space:
             return {}
-        self._check_single_objective(study)
         with self._lock:  # threads (n_jobs) see each other's suggestions as pending
             return self._sample(study, trial, search_space)
 
@@ -270,11 +283,18 @@ class HeadstartSampler(BaseSampler):
             states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING),
             use_cache=False,
         )
-        sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
+        strategy = self._strategy(search_space, study)
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.params.keys() >= wanted]
-        completed = [{n: t.params[n] for n in names} for t in done]
-        values = [sign * t.value for t in done]
-        pruned = [t for t in trials if t.state == TrialState.PRUNED and t.params.keys() >= wanted]
+        if strategy.config.multi_output:  # several objectives and / or constraints
+            completed, values = self._output_rows(study, done, names)
+            pruned = []
+        else:
+            sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
+            completed = [{n: t.params[n] for n in names} for t in done]
+            values = [sign * t.value for t in done]
+            pruned = [
+                t for t in trials if t.state == TrialState.PRUNED and t.params.keys() >= wanted
+            ]
         if pruned and values:
             completed += [{n: t.params[n] for n in names} for t in pruned]
             values += pruned_values(pruned, np.asarray(values), sign)
@@ -284,7 +304,6 @@ class HeadstartSampler(BaseSampler):
                 params = _running_params(t)
                 if params.keys() >= wanted:
                     pending.append({n: params[n] for n in names})
-        strategy = self._strategy(search_space, study)
         suggestion = strategy.suggest(
             completed,
             values,
@@ -333,7 +352,7 @@ class HeadstartSampler(BaseSampler):
             return None
         with self._lock:
             if self._first_row is None:
-                minimize = study.direction != optuna.study.StudyDirection.MAXIMIZE
+                minimize = study.directions[0] != optuna.study.StudyDirection.MAXIMIZE
                 self._first_row = _best_source_row(self._transfer_from, minimize)
         value = self._first_row.get(name)
         if value is not None and not (isinstance(value, float) and np.isnan(value)):
@@ -360,6 +379,17 @@ class HeadstartSampler(BaseSampler):
         state: TrialState,
         values: Sequence[float] | None,
     ) -> None:
+        if self._constraints_func is not None and state in (
+            TrialState.COMPLETE,
+            TrialState.PRUNED,
+        ):
+            constraints = [float(c) for c in self._constraints_func(trial)]
+            if not all(np.isfinite(constraints)):
+                raise InvalidSettingError(
+                    f"constraints_func returned {constraints} for trial {trial.number}; "
+                    "constraint values must be finite numbers (feasible when <= 0)."
+                )
+            study._storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_KEY, constraints)
         self._independent.after_trial(study, trial, state, values)
         unknown = sorted(set(self._priors) - set(trial.params))
         if unknown and state == TrialState.COMPLETE and trial.params:
@@ -369,13 +399,23 @@ class HeadstartSampler(BaseSampler):
             )
 
     # --- internals -----------------------------------------------------------------------------
-    @staticmethod
-    def _check_single_objective(study: optuna.Study) -> None:
-        if len(study.directions) > 1:
-            raise InvalidSettingError(
-                "HeadstartSampler optimizes one objective; this study has "
-                f"{len(study.directions)}. Use Optuna's NSGAIISampler or GPSampler for several."
-            )
+    def _output_rows(
+        self, study: optuna.Study, done: Sequence[FrozenTrial], names: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """The completed trials' configurations and their ``n x (k + r)`` targets: every
+        objective maximized, then the constraint values (trials without them are skipped)."""
+        signs = np.array(
+            [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
+        )
+        completed, rows = [], []
+        for t in done:
+            constraints = t.system_attrs.get(CONSTRAINTS_KEY) if self._constraints_func else ()
+            if constraints is None:  # told before the function ran (or it failed)
+                continue
+            completed.append({n: t.params[n] for n in names})
+            rows.append([*(signs * np.asarray(t.values, dtype=float)), *constraints])
+        width = len(signs) + (len(rows[0]) - len(signs) if rows else 0)
+        return completed, np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
 
     def _strategy(self, search_space: dict[str, BaseDistribution], study: optuna.Study):
         """The strategy of this search space (built, and its sources fitted, on first use)."""
@@ -383,7 +423,7 @@ class HeadstartSampler(BaseSampler):
         if key in self._strategies:
             return self._strategies[key]
         space = space_from_distributions(search_space, self._priors)
-        direction = "maximize" if study.direction.name == "MAXIMIZE" else "minimize"
+        direction = "maximize" if study.directions[0].name == "MAXIMIZE" else "minimize"
         config = self._config
         tasks: list = []
         if config.spec.sources == "any-space":
@@ -398,6 +438,15 @@ class HeadstartSampler(BaseSampler):
                 self._storage,
                 direction=direction,
                 exclude=(study.study_name,),
+            )
+        if len(study.directions) > 1 or self._constraints_func is not None:
+            directions = tuple(
+                "maximize" if d.name == "MAXIMIZE" else "minimize" for d in study.directions
+            )
+            config = dataclasses.replace(
+                config,
+                directions=directions if len(directions) > 1 else None,
+                constrained=self._constraints_func is not None,
             )
         belief = UserBelief(space) if config.use_priors else None
         strategy = build_strategy(

@@ -123,6 +123,11 @@ def from_export(path: str | os.PathLike, space: SearchSpace) -> MetaTask:
         EmptySourceError: no complete trial.
     """
     doc = read_export(path)
+    if doc.get("directions"):
+        raise SourceFileError(
+            f"Export {str(path)!r} holds a study with several objectives; transfer models take "
+            "one value per configuration, so it cannot be a source yet."
+        )
     _check_space(SearchSpace.from_json(doc["space"]), space, f"export {doc['name']!r}")
     pairs = completed_pairs(doc)
     if not pairs:

@@ -108,6 +108,11 @@ def from_study(
         ([[0.25]], [3.0], [-3.0])
     """
     record, store = _study_record(study, storage)
+    if record.settings.get("directions"):
+        raise InvalidSettingError(
+            f"Study {record.name!r} has several objectives; transfer models take one value per "
+            "configuration, so it cannot be a source yet. Leave it out of transfer_from."
+        )
     try:
         source_space = SearchSpace.from_json(record.space)
     except SearchSpaceError as e:
@@ -135,7 +140,11 @@ def from_storage(
     """
     store = get_storage(storage)
     excluded = set(exclude)
-    records = [r for r in store.get_studies() if r.name not in excluded]
+    records = [  # multi-objective studies have no one value per configuration to transfer
+        r
+        for r in store.get_studies()
+        if r.name not in excluded and not r.settings.get("directions")
+    ]
     if not records:
         if store.in_memory:
             raise EmptySourceError(

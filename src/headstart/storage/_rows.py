@@ -38,7 +38,13 @@ def trial_record(row: Any) -> TrialRecord:
         finished_at=_clock.parse(row.finished_at),
         user_attrs=json.loads(row.user_attrs_json),
         heartbeat_at=_clock.parse(getattr(row, "heartbeat_at", None)),
+        values=_floats(getattr(row, "values_json", None)),
+        constraints=_floats(getattr(row, "constraints_json", None)),
     )
+
+
+def _floats(text: str | None) -> tuple[float, ...] | None:
+    return None if text is None else tuple(float(v) for v in json.loads(text))
 
 
 def study_names(conn: Connection) -> list[str]:

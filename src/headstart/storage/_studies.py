@@ -121,13 +121,18 @@ class StudiesMixin:
             out = []
             for row in conn.execute(select(studies_table).order_by(s.study_id)):
                 c = counts.get(row.study_id)
+                settings = json.loads(row.settings_json)
                 best = None
-                if c is not None and c.n_complete:
+                # several objectives have no one best value (a front); a constrained study's
+                # best is its best feasible value, which the CLI's `studies show` prints
+                several_or_constrained = settings.get("directions") or settings.get("constrained")
+                if c is not None and c.n_complete and not several_or_constrained:
                     best = c.lo if row.direction == "minimize" else c.hi
+                directions = settings.get("directions") or [row.direction]
                 out.append(
                     StudySummary(
                         name=row.name,
-                        direction=row.direction,
+                        direction=", ".join(directions),
                         n_trials=0 if c is None else int(c.n),
                         n_complete=0 if c is None else int(c.n_complete),
                         best_value=best,

@@ -42,6 +42,8 @@ class TrialsMixin:
                 "state": state.value,
                 "params_json": dumps_json(r["params"]),
                 "value": r.get("value"),
+                "values_json": _json_floats(r.get("values")),
+                "constraints_json": _json_floats(r.get("constraints")),
                 "source": r.get("source", "ask"),
                 "user_attrs_json": dumps_json(r.get("user_attrs") or {}),
                 "created_at": now,
@@ -154,10 +156,14 @@ class TrialsMixin:
         state: TrialState,
         value: float | None,
         user_attrs: dict[str, Any] | None = None,
+        values: Sequence[float] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> TrialRecord:
         """Mark a running (or waiting) trial complete or failed, atomically.
 
         ``user_attrs`` are merged into the trial's (for example a failed evaluation's traceback).
+        ``values`` (a multi-objective trial's) and ``constraints`` are stored as JSON lists in the
+        same transaction.
 
         Raises:
             UnknownTrialError: no such trial.
@@ -169,21 +175,23 @@ class TrialsMixin:
 
         def finish(conn: Connection) -> None:
             attempts[0] += 1
-            values: dict[str, Any] = {
+            columns: dict[str, Any] = {
                 "state": state.value,
                 "value": value,
                 "finished_at": _clock.now(),
+                "values_json": _json_floats(values),
+                "constraints_json": _json_floats(constraints),
             }
             if user_attrs:
                 old = conn.execute(select(t.user_attrs_json).where(t.trial_id == trial_id)).scalar()
-                values["user_attrs_json"] = dumps_json({**json.loads(old or "{}"), **user_attrs})
+                columns["user_attrs_json"] = dumps_json({**json.loads(old or "{}"), **user_attrs})
             updated = conn.execute(
                 trials_table.update()
                 .where(
                     t.trial_id == trial_id,
                     t.state.in_([TrialState.RUNNING.value, TrialState.WAITING.value]),
                 )
-                .values(**values)
+                .values(**columns)
             )
             if updated.rowcount == 1:
                 return
@@ -258,3 +266,8 @@ class TrialsMixin:
 
 
 __all__ = ["TrialsMixin"]
+
+
+def _json_floats(numbers: Sequence[float] | None) -> str | None:
+    """A trial's values or constraints as a JSON list (``None`` stays NULL)."""
+    return None if numbers is None else dumps_json([float(v) for v in numbers])

@@ -113,9 +113,13 @@ class BaseStorage(Protocol):
         state: TrialState,
         value: float | None,
         user_attrs: dict[str, Any] | None = None,
+        values: Sequence[float] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> TrialRecord:
         """Mark a running or waiting trial complete or failed
-        (:class:`~headstart.exceptions.TrialAlreadyFinishedError` if it is finished)."""
+        (:class:`~headstart.exceptions.TrialAlreadyFinishedError` if it is finished); a
+        multi-objective trial's ``values`` and a constrained one's ``constraints`` are written in
+        the same transaction."""
         ...
 
     def get_trial(self, trial_id: int) -> TrialRecord: ...

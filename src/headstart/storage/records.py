@@ -63,3 +63,7 @@ class TrialRecord:
     finished_at: datetime | None
     user_attrs: dict[str, Any] = field(default_factory=dict)
     heartbeat_at: datetime | None = None
+    values: tuple[float, ...] | None = None
+    """A multi-objective trial's values (``value`` is the first); ``None`` otherwise."""
+    constraints: tuple[float, ...] | None = None
+    """A constrained trial's constraint values (feasible when all are ``<= 0``), or ``None``."""

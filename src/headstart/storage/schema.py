@@ -34,7 +34,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = MetaData()
 
@@ -78,6 +78,11 @@ trials_table = Table(
     Column("created_at", String(40), nullable=False),
     Column("finished_at", String(40), nullable=True),
     Column("heartbeat_at", String(40), nullable=True),  # added in version 3
+    # added in version 6 (NULL: a single-objective, unconstrained trial): a multi-objective
+    # trial's values (``value`` holds the first) and a constrained trial's constraint values
+    # (feasible when every one is <= 0), as JSON lists of floats
+    Column("values_json", Text, nullable=True),
+    Column("constraints_json", Text, nullable=True),
     UniqueConstraint("study_id", "number", name="uq_trial_number"),
     Index("ix_trials_study_state", "study_id", "state"),
 )
@@ -108,6 +113,11 @@ def _add_space_history(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE studies ADD COLUMN space_history_json TEXT")
 
 
+def _add_values_and_constraints(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE trials ADD COLUMN values_json TEXT")
+    conn.exec_driver_sql("ALTER TABLE trials ADD COLUMN constraints_json TEXT")
+
+
 #: ``MIGRATIONS[v]`` upgrades a version-``v`` storage to version ``v + 1`` inside the open
 #: transaction (DDL is transactional on SQLite and PostgreSQL, so a failed step leaves no trace).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -115,4 +125,5 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _add_heartbeat,
     3: _add_study_user_attrs,
     4: _add_space_history,
+    5: _add_values_and_constraints,
 }

@@ -1,0 +1,324 @@
+r"""Several objectives and constraints: headstart against Optuna's samplers, in one run.
+
+Problems are BoTorch's test functions (``botorch.test_functions``), all minimized, on the unit
+cube (scaled to each problem's bounds), with their own reference points:
+
+* two objectives: BraninCurrin (d = 2), DTLZ2 (d = 6), ZDT1 (d = 4); three: VehicleSafety (d = 5);
+* two objectives and constraints: C2DTLZ2 (d = 4, 1 constraint), ConstrainedBraninCurrin (d = 2);
+* one objective with constraints: ConstrainedHartmann (d = 6, 1), ConstrainedGramacy (d = 2, 2).
+
+A constraint value is ``-slack`` (BoTorch's slack is >= 0 when feasible; Optuna's and headstart's
+convention is ``c <= 0``). Methods, each at its defaults: ``headstart`` (``create_study`` with
+``directions`` / ``constraints``: one GP per output, log EHVI / log constrained EI),
+``headstart-random``, Optuna's ``GPSampler`` (log EHVI / constrained log EI), ``TPESampler`` and
+``NSGAIISampler`` (Optuna's default for several objectives), the constrained ones with
+``constraints_func``. Metrics per trial: the hypervolume of the feasible front as a share of the
+problem's maximum (``max_hv``), or, with one objective, the simple regret of the best feasible
+value (``inf`` before the first feasible trial); seconds per suggestion.
+
+Resumable: finished (problem, method, seed) jobs in the CSV are skipped. Writes
+``<out>/multi_objective.{csv,md,png}``.
+
+Usage::
+
+    python benchmarks/multi_objective.py                       # 8 problems x 5 methods x 10 seeds
+    python benchmarks/multi_objective.py --problems BraninCurrin --seeds 1 --budget 12 \
+        --methods headstart,optuna-gp --out /tmp/mo             # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+METHODS = ("headstart", "headstart-random", "optuna-gp", "optuna-tpe", "optuna-nsga2")
+PROBLEMS = (
+    "BraninCurrin",
+    "DTLZ2",
+    "ZDT1",
+    "VehicleSafety",
+    "C2DTLZ2",
+    "ConstrainedBraninCurrin",
+    "ConstrainedHartmann",
+    "ConstrainedGramacy",
+)
+SINGLE_OBJECTIVE = ("ConstrainedHartmann", "ConstrainedGramacy")
+COLUMNS = ("problem", "method", "seed", "trial", "metric", "feasible", "seconds")
+CHECKPOINTS = (10, 20, 30, 40)
+
+
+def make_problem(name: str):
+    """The BoTorch test problem ``name`` (minimized)."""
+    from botorch.test_functions import multi_objective as mo
+    from botorch.test_functions import synthetic as so
+
+    made = {
+        "BraninCurrin": lambda: mo.BraninCurrin(),
+        "DTLZ2": lambda: mo.DTLZ2(dim=6, num_objectives=2),
+        "ZDT1": lambda: mo.ZDT1(dim=4),
+        "VehicleSafety": lambda: mo.VehicleSafety(),
+        "C2DTLZ2": lambda: mo.C2DTLZ2(dim=4, num_objectives=2),
+        "ConstrainedBraninCurrin": lambda: mo.ConstrainedBraninCurrin(),
+        "ConstrainedHartmann": lambda: so.ConstrainedHartmann(),
+        "ConstrainedGramacy": lambda: so.ConstrainedGramacy(),
+    }
+    return made[name]()
+
+
+class Evaluator:
+    """A problem on the unit cube: ``(objective values, constraint values)`` of a point."""
+
+    def __init__(self, name: str) -> None:
+        self.problem = make_problem(name)
+        self.dim = self.problem.dim
+        self.k = getattr(self.problem, "num_objectives", 1)
+        self.r = getattr(self.problem, "num_constraints", 0)
+        bounds = self.problem.bounds.numpy()
+        self.low, self.span = bounds[0], bounds[1] - bounds[0]
+
+    def __call__(self, u) -> tuple[list[float], list[float]]:
+        import torch
+
+        x = torch.tensor([self.low + self.span * np.asarray(u)], dtype=torch.float64)
+        values = self.problem.evaluate_true(x).reshape(-1).tolist()
+        slack = self.problem.evaluate_slack_true(x).reshape(-1).tolist() if self.r else []
+        return values, [-s for s in slack]
+
+
+def _run_headstart(ev: Evaluator, seed: int, budget: int, method: str):
+    import headstart as hs
+
+    space = hs.SearchSpace({f"x{i}": hs.Float(0.0, 1.0) for i in range(ev.dim)})
+    objectives = {"directions": ["minimize"] * ev.k} if ev.k > 1 else {"direction": "minimize"}
+    study = hs.create_study(
+        "bench", space, storage=None, seed=seed, method=method, constraints=ev.r > 0, **objectives
+    )
+    out = []
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        trial = study.ask()
+        seconds = time.perf_counter() - t0
+        values, cons = ev([trial.params[f"x{i}"] for i in range(ev.dim)])
+        study.tell(trial, values if ev.k > 1 else values[0], constraints=cons or None)
+        out.append((values, cons, seconds))
+    return out
+
+
+def _run_optuna(ev: Evaluator, seed: int, budget: int, method: str):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    kwargs = {"seed": seed}
+    if ev.r:
+        kwargs["constraints_func"] = lambda t: t.user_attrs["constraints"]
+    sampler = {
+        "optuna-gp": optuna.samplers.GPSampler,
+        "optuna-tpe": optuna.samplers.TPESampler,
+        "optuna-nsga2": optuna.samplers.NSGAIISampler,
+    }[method](**kwargs)
+    study = optuna.create_study(directions=["minimize"] * ev.k, sampler=sampler)
+    out = []
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        trial = study.ask()
+        u = [trial.suggest_float(f"x{i}", 0.0, 1.0) for i in range(ev.dim)]
+        seconds = time.perf_counter() - t0
+        values, cons = ev(u)
+        trial.set_user_attr("constraints", cons)
+        study.tell(trial, values)
+        out.append((values, cons, seconds))
+    return out
+
+
+def run_job(problem: str, method: str, seed: int, budget: int) -> list[dict]:
+    """One run: a row per trial with the metric after it."""
+    import torch
+
+    torch.set_num_threads(1)
+    ev = Evaluator(problem)
+    runner = _run_headstart if method.startswith("headstart") else _run_optuna
+    inner = {"headstart": "gp", "headstart-random": "random"}.get(method, method)
+    trials = runner(ev, seed, budget, inner)
+    rows, feasible_values = [], []
+    for i, (values, cons, seconds) in enumerate(trials):
+        ok = all(c <= 0 for c in cons)
+        if ok:
+            feasible_values.append(values)
+        rows.append(
+            {
+                "problem": problem,
+                "method": method,
+                "seed": seed,
+                "trial": i + 1,
+                "metric": metric(ev, feasible_values),
+                "feasible": int(ok),
+                "seconds": seconds,
+            }
+        )
+    return rows
+
+
+def metric(ev: Evaluator, feasible_values: list) -> float:
+    """Share of the maximum hypervolume (several objectives) or the best feasible regret."""
+    if ev.k == 1:
+        if not feasible_values:
+            return math.inf
+        return min(v[0] for v in feasible_values) - float(ev.problem.optimal_value)
+    from headstart._objectives import hypervolume
+
+    ref = ev.problem.ref_point.tolist()
+    Y = np.array(feasible_values, dtype=float).reshape(-1, ev.k)
+    return hypervolume(Y, ref, ["minimize"] * ev.k) / float(ev.problem.max_hv)
+
+
+def _done(path: Path, budget: int) -> set:
+    if not path.exists():
+        return set()
+    counts: dict = {}
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            key = (row["problem"], row["method"], int(row["seed"]))
+            counts[key] = counts.get(key, 0) + 1
+    return {k for k, n in counts.items() if n >= budget}
+
+
+def report(path: Path, out: Path, budget: int) -> str:
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    checkpoints = [t for t in CHECKPOINTS if t <= budget]
+    seeds = frame.groupby("method")["seed"].nunique()
+    lines = [
+        "# Several objectives and constraints: headstart vs Optuna",
+        "",
+        "Generated by `python benchmarks/multi_objective.py`. BoTorch test problems (minimized, "
+        f"their reference points), budget {budget}, seeds per method: "
+        + ", ".join(f"{m} {n}" for m, n in seeds.items())
+        + ". Every method at its defaults; Optuna's with `constraints_func` where there are "
+        "constraints. Several objectives: hypervolume of the feasible front as a share of the "
+        "problem's maximum (higher is better). One objective: simple regret of the best feasible "
+        "value (lower is better; `inf` until a feasible trial). Mean over seeds.",
+        "",
+        "![curves](multi_objective.png)",
+        "",
+    ]
+    methods = [m for m in METHODS if m in set(frame["method"])]
+    ranks = []
+    for problem, part in frame.groupby("problem", sort=False):
+        mo = problem not in SINGLE_OBJECTIVE
+        lines += [f"### {problem} ({'hypervolume share' if mo else 'regret'})", ""]
+        lines += ["| method | " + " | ".join(f"t={t}" for t in checkpoints) + " | s / ask |"]
+        lines += ["|---|" + "---:|" * (len(checkpoints) + 1)]
+        at = part[part["trial"].isin(checkpoints)]
+        table = at.groupby(["method", "trial"])["metric"].mean().unstack()
+        secs = part.groupby("method")["seconds"].mean()
+        for m in methods:
+            if m not in table.index:
+                continue
+            cells = " | ".join(f"{table.loc[m, t]:.4g}" for t in checkpoints)
+            lines.append(f"| {m} | {cells} | {secs[m]:.3f} |")
+        last = part[part["trial"] == budget].copy()
+        last["score"] = last["metric"] if mo else -last["metric"]
+        last["rank"] = last.groupby("seed")["score"].rank(ascending=False)
+        ranks.append(last.groupby("method")["rank"].mean().rename(problem))
+        lines.append("")
+    rank_table = pd.concat(ranks, axis=1)
+    lines += [f"### Mean rank at t = {budget} (1 = best; per seed, then averaged)", ""]
+    lines += ["| method | " + " | ".join(rank_table.columns) + " | mean |"]
+    lines += ["|---|" + "---:|" * (len(rank_table.columns) + 1)]
+    for m in methods:
+        row = rank_table.loc[m]
+        lines.append(f"| {m} | " + " | ".join(f"{v:.2f}" for v in row) + f" | {row.mean():.2f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "multi_objective.md").write_text(text)
+    _plot(frame, out / "multi_objective.png", methods)
+    return text
+
+
+def _plot(frame, path: Path, methods: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    problems = list(dict.fromkeys(frame["problem"]))
+    cols = 4
+    rows = -(-len(problems) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
+    for ax, problem in zip(axes.ravel(), problems, strict=False):
+        part = frame[frame["problem"] == problem]
+        for m in methods:
+            curve = part[part["method"] == m].groupby("trial")["metric"].mean()
+            ax.plot(curve.index, curve.values, label=m)
+        if problem in SINGLE_OBJECTIVE:
+            ax.set_yscale("log")
+            ax.set_ylabel("best feasible regret")
+        else:
+            ax.set_ylabel("hypervolume share")
+        ax.set_title(problem, fontsize=9)
+        ax.set_xlabel("trial")
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(problems) :]:
+        ax.set_visible(False)
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _results(jobs: list[tuple], budget: int, workers: int):
+    """``(job, rows)`` as jobs finish: inline with one worker, else in processes."""
+    if workers <= 1:
+        for job in jobs:
+            yield job, run_job(*job, budget)
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        futures = {pool.submit(run_job, *job, budget): job for job in jobs}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--problems", default=",".join(PROBLEMS))
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--budget", type=int, default=40)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--out", type=Path, default=DOCS)
+    p.add_argument("--report-only", action="store_true")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "multi_objective.csv"
+    if not args.report_only:
+        done = _done(path, args.budget)
+        jobs = [
+            (problem, method, seed)
+            for seed in range(args.seeds)
+            for problem in args.problems.split(",")
+            for method in args.methods.split(",")
+            if (problem, method, seed) not in done
+        ]
+        new = not path.exists()
+        with path.open("a", newline="") as f:
+            writer = csv.DictWriter(f, COLUMNS)
+            if new:
+                writer.writeheader()
+            for i, (job, rows) in enumerate(_results(jobs, args.budget, args.workers)):
+                writer.writerows(rows)
+                f.flush()
+                print(f"[{i + 1}/{len(jobs)}] {job}", file=sys.stderr, flush=True)
+    sys.stdout.write(report(path, args.out, args.budget))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
