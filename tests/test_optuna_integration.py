@@ -151,7 +151,7 @@ def test_an_optuna_study_object_and_its_mismatch_errors():
     with pytest.raises(InvalidSettingError, match="2 objectives"):
         hs.create_study("u", narrow, storage=None, method="scaml", transfer_from=two)
     scaml = HeadstartSampler("scaml", transfer_from=old, n_startup_trials=0)
-    with pytest.raises(InvalidSettingError, match="does not model several objectives"):
+    with pytest.raises(InvalidSettingError, match="has 1 objective"):  # a one-objective source
         optuna.create_study(directions=["minimize"] * 2, sampler=scaml).optimize(
             lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1
         )
@@ -178,7 +178,7 @@ def test_multi_objective_studies_with_constraints_func():
     with pytest.raises(InvalidSettingError, match="constraints_func must be a function"):
         HeadstartSampler(constraints_func=3)
     with pytest.raises(InvalidSettingError, match="does not model constraints"):
-        HeadstartSampler("scaml", transfer_from=[], constraints_func=lambda t: [0.0])
+        HeadstartSampler("abrac", transfer_from=[], constraints_func=lambda t: [0.0])
 
 
 def test_settings_are_checked_when_the_sampler_is_built():
@@ -308,3 +308,34 @@ def test_a_misspelt_prior_fails_at_the_first_trial_or_at_construction(tmp_path):
         HeadstartSampler(
             "scaml", transfer_from=["src"], storage=url, priors={"xx": hs.Normal(0.3, 0.1)}
         )
+
+
+def test_constraints_set_by_the_objective_are_modelled():
+    """Optuna 5's ``trial.set_constraint`` (no constraints_func): the sampler sees them too."""
+
+    def objective(trial):
+        x, y = trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
+        trial.set_constraint("memory", x - 0.4)
+        return -(x + y)  # minimized: wants x and y large, but x <= 0.4 is feasible
+
+    study = optuna.create_study(sampler=HeadstartSampler(seed=0, n_startup_trials=4))
+    study.optimize(objective, n_trials=14)
+    assert study.best_trial.params["x"] <= 0.4 and study.best_value < -1.2
+    assert sum(t.params["x"] <= 0.45 for t in study.trials[4:]) >= 7  # it learned the limit
+
+
+def test_multi_objective_transfer_from_an_earlier_optuna_study():
+    def objective(trial):
+        x, y = trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
+        trial.set_constraint("y", y - 0.6)
+        return (x - 0.2) ** 2 + (y - 0.3) ** 2, (x - 0.8) ** 2 + (y - 0.7) ** 2
+
+    earlier = optuna.create_study(
+        directions=["minimize"] * 2, sampler=optuna.samplers.RandomSampler(seed=0)
+    )
+    earlier.optimize(objective, n_trials=25)
+    sampler = HeadstartSampler("scaml", transfer_from=earlier, seed=0)
+    study = optuna.create_study(directions=["minimize"] * 2, sampler=sampler)
+    study.optimize(objective, n_trials=6)
+    assert all(t.params["y"] <= 0.65 for t in study.trials)  # the sources' limit, from trial 0
+    assert len(study.best_trials) >= 2

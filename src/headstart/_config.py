@@ -23,7 +23,9 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
-MULTI_OUTPUT_METHODS = ("gp", "random")  # methods that model several objectives / constraints
+# methods that model several objectives / constraints (transfer ones: one model per output, each
+# from the sources' values of that output, headstart.sources._outputs)
+MULTI_OUTPUT_METHODS = ("gp", "random", "scaml", "rgpe")
 LEGACY_OPTIONS = ("kernel", "kernel_search")  # top-level settings of studies stored before options
 # The heartbeat of worker processes (optimize(n_workers > 1), `headstart worker`) on a study that
 # sets none: a killed worker's trial is failed a minute later instead of staying "running" (a

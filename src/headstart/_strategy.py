@@ -64,6 +64,32 @@ def sobol_point(dim: int, index: int, seed: int) -> np.ndarray:
         return engine.random(1)[0]
 
 
+def pareto_candidates(output_tasks: Sequence[Sequence], k: int) -> np.ndarray:
+    """Each source's Pareto-optimal configurations (encoded), feasible ones only when the source
+    has every constraint output, the knee point (closest to the ideal point, objectives scaled
+    to [0, 1]) first; sources in order."""
+    from headstart._engine.multi_output import pareto_mask
+
+    rows = []
+    for s, first in enumerate(output_tasks[0]):
+        Y = np.stack([output_tasks[j][s].y_max() for j in range(k)], axis=1)
+        keep = np.ones(len(Y), dtype=bool)
+        limits = [tasks for tasks in output_tasks[k:] if len(tasks) == len(output_tasks[0])]
+        if limits and all(len(tasks[s].y) == len(Y) for tasks in limits):
+            keep = np.all([tasks[s].y <= 0.0 for tasks in limits], axis=0)
+        if not keep.any():
+            continue
+        X, Y = first.X[keep], Y[keep]
+        front = pareto_mask(Y)
+        X, Y = X[front], Y[front]
+        span = np.where(np.ptp(Y, axis=0) > 0, np.ptp(Y, axis=0), 1.0)
+        gap = ((Y.max(axis=0) - Y) / span) ** 2
+        rows.append(X[np.argsort(gap.sum(axis=1), kind="stable")])
+    if not rows:
+        return np.zeros((0, output_tasks[0][0].X.shape[1]))
+    return np.concatenate(rows)[:N_SOURCE_CANDIDATES]
+
+
 def build_strategy(
     space: SearchSpace,
     config: StudyConfig,
@@ -72,6 +98,7 @@ def build_strategy(
     belief: UserBelief | None = None,
     meta_tasks: Sequence | None = None,
     state_key: str | None = None,
+    output_tasks: Sequence[Sequence] | None = None,
 ) -> Strategy:
     r"""The one way a :class:`Strategy` is made (the study, parameter importance, the Optuna
     sampler, the transfer check).
@@ -84,6 +111,8 @@ def build_strategy(
         belief: The user's belief (piBO).
         meta_tasks: The sources, when the caller has them already.
         state_key: Where the surrogate's warm-start state is kept in the storage's cache.
+        output_tasks: Several objectives / constraints: the sources per output, when the
+            caller has them already.
     """
     if meta_tasks is None:
         meta_tasks = ()
@@ -91,8 +120,19 @@ def build_strategy(
             from headstart.storage.meta_data import load_meta_data
 
             meta_tasks = load_meta_data(storage, config.transfer["data_key"])
+            outputs = config.transfer.get("outputs")
+            if outputs is not None:  # several objectives / constraints: sources per output
+                output_tasks = [
+                    load_meta_data(storage, entry["data_key"]) if entry else [] for entry in outputs
+                ]
     return Strategy(
-        space, config, belief=belief, meta_tasks=meta_tasks, cache=storage, state_key=state_key
+        space,
+        config,
+        belief=belief,
+        meta_tasks=meta_tasks,
+        cache=storage,
+        state_key=state_key,
+        output_tasks=output_tasks,
     )
 
 
@@ -110,6 +150,9 @@ class Strategy:
             meta-task GPs across studies.
         state_key: Where in ``cache`` the surrogate's warm-start state is kept between
             suggestions (``None``: not kept).
+        output_tasks: Several objectives / constraints with a transfer method: the sources'
+            meta-tasks per output (the objectives, then the constraints); an output without any
+            gets a plain GP.
     """
 
     def __init__(
@@ -121,6 +164,7 @@ class Strategy:
         meta_tasks: Sequence = (),
         cache=None,
         state_key: str | None = None,
+        output_tasks: Sequence[Sequence] | None = None,
     ) -> None:
         spec = config.spec
         config = config.resolved(priors=pibo_active(belief, config.prior_strength))
@@ -132,6 +176,7 @@ class Strategy:
         self.seed = config.seed
         self.acquisition = config.acquisition
         self.meta_tasks = list(meta_tasks)
+        self.output_tasks = None if output_tasks is None else [list(t) for t in output_tasks]
         if spec.same_space and not self.meta_tasks:
             raise InvalidSettingError(
                 f"method={self.method!r} learns from earlier tasks; pass transfer_from=... (study "
@@ -182,6 +227,7 @@ class Strategy:
             self._engine = BOEngine(
                 dims,
                 lambda: self._restored(self.spec.build(context)),
+                output_builder=self._output_builder(context),
                 acquisition=self.acquisition,
                 ucb_beta=self.ucb_beta,
                 pi_margin=self.config.pi_margin or 0.0,
@@ -192,10 +238,36 @@ class Strategy:
             )
         return self._engine
 
+    def _output_builder(self, context: BuildContext) -> Callable[[int], object] | None:
+        """Several outputs with a transfer method: output ``j``'s model from its own sources'
+        values, a plain GP where no source has that output (a constraint the sources did not
+        record); ``None``: every output is built like the first."""
+        if self.output_tasks is None:
+            return None
+        import dataclasses
+
+        from headstart._methods import get_method
+
+        gp = get_method("gp")
+        plain = dataclasses.replace(
+            context, meta_tasks=(), options=gp.options.parse(None, method="gp")
+        )
+
+        def build(j: int):
+            tasks = self.output_tasks[j] if j < len(self.output_tasks) else []
+            if not tasks:
+                return gp.build(plain)
+            return self.spec.build(dataclasses.replace(context, meta_tasks=tuple(tasks)))
+
+        return build
+
     def _candidates(self) -> np.ndarray | None:
-        """The sources' best configurations (encoded), which every acquisition search screens."""
+        """The sources' best configurations (encoded), which every acquisition search screens;
+        several outputs: each source's feasible Pareto-optimal ones, its knee point first."""
         if not self.spec.same_space or self.spec.warm_start:
             return None
+        if self.output_tasks is not None:
+            return pareto_candidates(self.output_tasks, self.config.n_objectives)
         return ranked_configurations(self.meta_tasks, N_SOURCE_CANDIDATES)
 
     def _context(self, map: Callable | None = None) -> BuildContext:
@@ -377,7 +449,7 @@ class Strategy:
         if self.config.multi_output:  # one model per objective and per constraint
             x = self.engine.suggest_multi(
                 self._encode(completed),
-                values.reshape(len(completed), -1),
+                values if values.ndim == 2 else values.reshape(len(completed), -1),
                 self.config.n_objectives,
                 rng=rng,
                 prior=self._prior_weight(len(completed) + len(pending)),

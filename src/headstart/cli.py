@@ -539,9 +539,9 @@ def import_optuna(
     in such a study counts as skipped. The Optuna storage is only read."""
     import optuna
 
-    from headstart.integrations.optuna import CONSTRAINTS_KEY
     from headstart.integrations.optuna_space import space_from_distributions
     from headstart.sources import from_optuna
+    from headstart.sources._optuna import trial_constraints
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for found in from_optuna(source, study).studies():
@@ -551,11 +551,11 @@ def import_optuna(
             continue
         space = space_from_distributions(optuna.search_space.intersection_search_space(complete))
         directions = ["maximize" if d.name == "MAXIMIZE" else "minimize" for d in found.directions]
-        constrained = any(t.system_attrs.get(CONSTRAINTS_KEY) is not None for t in complete)
+        constrained = any(trial_constraints(t) is not None for t in complete)
         rows = []
         for t in found.get_trials(deepcopy=False):
             whole = all(n in t.params for n in space)
-            cons = t.system_attrs.get(CONSTRAINTS_KEY)
+            cons = trial_constraints(t)
             if constrained and t.state.name == "COMPLETE" and cons is None:
                 whole = False  # no constraint values to tell: skipped as partial
             rows.append(

@@ -31,6 +31,7 @@ from headstart._study import Study
 from headstart._trial import Trial, check_value
 from headstart.exceptions import (
     DuplicatedStudyError,
+    EmptySourceError,
     HeadstartWarning,
     InvalidSettingError,
     UnknownStudyError,
@@ -371,10 +372,40 @@ def _with_sources(
         return dataclasses.replace(config, prior_model=key)
     if transfer_from is None:
         return config
+    if config.multi_output:  # one list of sources' meta-tasks per objective and constraint
+        return dataclasses.replace(
+            config, transfer=_save_output_sources(config, spec, space, store, name, transfer_from)
+        )
     tasks = resolve_sources(transfer_from, space, store, direction=direction, exclude=(name,))
     if spec.check_sources is not None:
         spec.check_sources(tasks)
     return dataclasses.replace(config, transfer=save_meta_data(store, tasks))
+
+
+def _save_output_sources(config, spec, space, store, name: str, transfer_from: Any) -> dict:
+    """Freeze a multi-output study's sources, one meta-data entry per output (``None`` for an
+    output no source covers, which then gets a plain GP)."""
+    from headstart.sources._outputs import resolve_output_sources
+
+    per_output, n_constraints = resolve_output_sources(
+        transfer_from,
+        space,
+        store,
+        n_objectives=config.n_objectives,
+        constrained=config.constrained,
+        exclude=(name,),
+    )
+    if not per_output[0]:
+        raise EmptySourceError(
+            f"transfer_from={transfer_from!r} gave no source with completed trials; pass earlier "
+            "studies with the same objectives, or leave transfer_from out."
+        )
+    entries = []
+    for tasks in per_output:
+        if tasks and spec.check_sources is not None:
+            spec.check_sources(tasks)
+        entries.append(save_meta_data(store, tasks) if tasks else None)
+    return {**entries[0], "outputs": entries, "n_constraints": n_constraints}
 
 
 def _store_or_resume(

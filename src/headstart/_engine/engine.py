@@ -52,6 +52,7 @@ KINDS = ("continuous", "integer", "categorical")
 DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no lengthscales
 FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0}  # UCB beta of each first-trial rule
 PENDING_RULES = ("believer", "liar", "refit")
+N_REFERENCE_POINTS = 512  # uniform points whose predicted front widens the EHVI reference
 DEFAULT_PENDING_RULE = "believer"
 """How pending points enter the model: ``"believer"`` -- fantasies at the posterior mean, fixed
 hyperparameters (the default; see ``docs/benchmarks/pending.md`` for the measurement that chose
@@ -110,6 +111,8 @@ class BOEngine:
             among (for transfer: one per source, each source's best); default all.
         plateau_rule: Exact ties between completed trials exclude their neighbourhoods from
             the search (:func:`headstart._engine.optimize.tie_radii`; issue 31).
+        output_builder: :meth:`suggest_multi`'s ``output_builder(j)``: output ``j``'s surrogate
+            (output 0 is :attr:`surrogate`); default: every output built like the first.
 
     Example:
         >>> from headstart._gp import MaternGP
@@ -134,6 +137,7 @@ class BOEngine:
         candidates: np.ndarray | None = None,
         n_first: int | None = None,
         plateau_rule: bool = False,
+        output_builder: Callable[[int], Surrogate] | None = None,
     ) -> None:
         if acquisition not in ACQUISITIONS:
             raise ValueError(f"acquisition must be one of {ACQUISITIONS}; got {acquisition!r}.")
@@ -170,6 +174,7 @@ class BOEngine:
         self._reuse: list | None = None  # [(data key, posterior, y_model)] inside reuse_fit()
         self._batch: set[bytes] = set()  # points suggested inside reuse_fit() (a batch)
         self._extra_outputs: list[Surrogate] = []  # suggest_multi's models of outputs 2, 3, ...
+        self._output_builder = output_builder
 
     @property
     def built(self) -> bool:
@@ -355,10 +360,13 @@ class BOEngine:
 
         d, k = len(self.dims), int(n_objectives)
         X = np.asarray(train_X, dtype=np.float64).reshape(-1, d)
-        Y = np.asarray(train_Y, dtype=np.float64).reshape(len(X), -1)
+        Y = np.asarray(train_Y, dtype=np.float64)
+        Y = Y.reshape(len(X), -1) if len(X) else Y.reshape(0, Y.shape[-1] if Y.ndim == 2 else k)
         keep = np.isfinite(Y).all(axis=1) & np.isfinite(X).all(axis=1)
         X, Y = self._space.snap(X[keep]), Y[keep]
-        if not len(Y):
+        if not len(Y):  # the sources' knee point (transfer), else a uniform point
+            if self.candidates is not None and len(self.candidates):
+                return self.candidates[0].copy()
             return self._space.snap(rng.random((1, d)))[0]
         P = self._clean_pending(pending)
         with limit_threads():
@@ -388,7 +396,8 @@ class BOEngine:
                 cells = None
                 if len(objectives):
                     front = objectives[pareto_mask(objectives)]
-                    cells = hypercells(front, infer_reference(front, k))
+                    expected = self._expected_front(stacked, k, thresholds, rng)
+                    cells = hypercells(front, infer_reference(np.vstack([front, expected]), k))
                 crit = MultiOutputCriterion(stacked, k, thresholds, cells=cells, prior=prior)
             # the search's incumbent start: the best feasible first objective, else the point
             # nearest to feasibility
@@ -397,13 +406,27 @@ class BOEngine:
             x = self._maximize(crit, X, start, rng, None)
             return self._space.snap(x[None, :])[0]
 
+    def _expected_front(self, stacked, k: int, thresholds: np.ndarray, rng) -> np.ndarray:
+        """The Pareto front of the posterior means at :data:`N_REFERENCE_POINTS` uniform points
+        predicted feasible: with the observed front, it sets the reference point, so a front
+        whose points lie close together (a transfer model's first trials near the sources'
+        knee) does not shut out the rest of the front the model expects."""
+        from headstart._engine.multi_output import pareto_mask
+
+        pool = self._space.snap(rng.random((N_REFERENCE_POINTS, len(self.dims))))
+        mean = stacked.posterior(pool)[0]
+        mean = mean[(mean[:, k:] <= thresholds).all(axis=1), :k]
+        return mean[pareto_mask(mean)] if len(mean) else mean.reshape(0, k)
+
     def _output_surrogates(self, n_outputs: int) -> list[Surrogate]:
         """One surrogate per output (the first is :attr:`surrogate`), built on first use."""
-        if self._build is None and n_outputs > 1:
+        builder = self._output_builder
+        if builder is None and self._build is None and n_outputs > 1:
             raise ValueError("Several outputs need a surrogate builder, not one surrogate.")
         outputs = [self.surrogate, *self._extra_outputs]
         with limit_threads():
-            outputs += [self._build() for _ in range(n_outputs - len(outputs))]
+            for j in range(len(outputs), n_outputs):
+                outputs.append(self._build() if builder is None else builder(j))
         self._extra_outputs = outputs[1:]
         return outputs[:n_outputs]
 

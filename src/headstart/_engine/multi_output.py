@@ -137,9 +137,10 @@ def pareto_mask(Y: np.ndarray) -> np.ndarray:
 
 
 def infer_reference(front: np.ndarray, k: int) -> np.ndarray:
-    """BoTorch's default reference point: the front's nadir minus 10% of its range (maximized)."""
+    """BoTorch's default reference point: the front's nadir minus 10% of its range (maximized,
+    models' units); 3 below 0 (standardized outputs) without a front."""
     if not len(front):
-        return np.full(k, -3.0)  # models' units: standardized outputs, 3 sd below the mean
+        return np.full(k, -3.0)
     nadir, ideal = front.min(axis=0), front.max(axis=0)
     span = np.where(ideal - nadir > 0, ideal - nadir, np.maximum(np.abs(nadir), 1.0))
     return nadir - 0.1 * span

@@ -53,13 +53,13 @@ from headstart.exceptions import InvalidSettingError
 from headstart.integrations.optuna_space import space_from_distributions, to_optuna_value
 from headstart.pibo import UserBelief
 from headstart.sources import OptunaSource, resolve_prior_model, resolve_sources
-from headstart.sources._optuna import is_optuna_study
+from headstart.sources._optuna import CONSTRAINTS_KEY, is_optuna_study, trial_constraints
+from headstart.sources._outputs import resolve_output_sources
 from headstart.space import SearchSpace
 from headstart.storage import get_storage
 
 _logger = logging.getLogger(__name__)
 PARAMS_KEY = "headstart:params"  # a running trial's relative suggestion, for other workers
-CONSTRAINTS_KEY = "constraints"  # Optuna's system attribute of a trial's constraint values
 
 
 def _source_items(transfer_from: Any) -> list:
@@ -158,7 +158,8 @@ class HeadstartSampler(BaseSampler):
         warn_independent_sampling: Warn once per parameter that is sampled independently.
         deterministic_objective: The objective is noise-free (the GP interpolates).
         constraints_func: Optuna's ``constraints_func(trial) -> [c1, ...]``, called after each
-            completed or pruned trial; ``c <= 0`` is feasible. Each constraint gets its own GP
+            completed or pruned trial; ``c <= 0`` is feasible. Constraints an objective sets
+            with Optuna 5's ``trial.set_constraint(name, value)`` are modelled without it. Each constraint gets its own GP
             and suggestions multiply the acquisition by the probability that all hold; the
             values are stored where Optuna's ``study.best_trials`` reads them. Multi-objective
             studies (``directions=[...]``) get one GP per objective and log EHVI.
@@ -283,8 +284,11 @@ class HeadstartSampler(BaseSampler):
             states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING),
             use_cache=False,
         )
-        strategy = self._strategy(search_space, study)
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.params.keys() >= wanted]
+        constrained = self._constraints_func is not None or any(
+            trial_constraints(t) is not None for t in done
+        )
+        strategy = self._strategy(search_space, study, constrained)
         if strategy.config.multi_output:  # several objectives and / or constraints
             completed, values = self._output_rows(study, done, names)
             pruned = []
@@ -408,8 +412,11 @@ class HeadstartSampler(BaseSampler):
             [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
         )
         completed, rows = [], []
+        constrained = self._constraints_func is not None or any(
+            trial_constraints(t) is not None for t in done
+        )
         for t in done:
-            constraints = t.system_attrs.get(CONSTRAINTS_KEY) if self._constraints_func else ()
+            constraints = trial_constraints(t) if constrained else ()
             if constraints is None:  # told before the function ran (or it failed)
                 continue
             completed.append({n: t.params[n] for n in names})
@@ -417,20 +424,43 @@ class HeadstartSampler(BaseSampler):
         width = len(signs) + (len(rows[0]) - len(signs) if rows else 0)
         return completed, np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
 
-    def _strategy(self, search_space: dict[str, BaseDistribution], study: optuna.Study):
+    def _strategy(
+        self, search_space: dict[str, BaseDistribution], study: optuna.Study, constrained: bool
+    ):
         """The strategy of this search space (built, and its sources fitted, on first use)."""
-        key = repr(sorted(search_space.items()))
+        key = repr((sorted(search_space.items()), constrained))
         if key in self._strategies:
             return self._strategies[key]
         space = space_from_distributions(search_space, self._priors)
         direction = "maximize" if study.directions[0].name == "MAXIMIZE" else "minimize"
         config = self._config
         tasks: list = []
+        output_tasks = None
+        multi_output = len(study.directions) > 1 or constrained
+        if multi_output:
+            directions = tuple(
+                "maximize" if d.name == "MAXIMIZE" else "minimize" for d in study.directions
+            )
+            config = dataclasses.replace(
+                config,
+                directions=directions if len(directions) > 1 else None,
+                constrained=constrained,
+            )
         if config.spec.sources == "any-space":
             model_key = resolve_prior_model(  # one pre-training for every seed
                 self._transfer_from, self._prior_model, self._storage, exclude=()
             )
             config = dataclasses.replace(config, prior_model=model_key)
+        elif self._transfer_from is not None and multi_output:  # sources per output
+            output_tasks, _ = resolve_output_sources(
+                self._transfer_from,
+                space,
+                self._storage,
+                n_objectives=len(study.directions),
+                constrained=constrained,
+                exclude=(study.study_name,),
+            )
+            tasks = output_tasks[0]
         elif self._transfer_from is not None:
             tasks = resolve_sources(
                 self._transfer_from,
@@ -439,18 +469,14 @@ class HeadstartSampler(BaseSampler):
                 direction=direction,
                 exclude=(study.study_name,),
             )
-        if len(study.directions) > 1 or self._constraints_func is not None:
-            directions = tuple(
-                "maximize" if d.name == "MAXIMIZE" else "minimize" for d in study.directions
-            )
-            config = dataclasses.replace(
-                config,
-                directions=directions if len(directions) > 1 else None,
-                constrained=self._constraints_func is not None,
-            )
         belief = UserBelief(space) if config.use_priors else None
         strategy = build_strategy(
-            space, config, storage=self._storage, belief=belief, meta_tasks=tasks
+            space,
+            config,
+            storage=self._storage,
+            belief=belief,
+            meta_tasks=tasks,
+            output_tasks=output_tasks,
         )
         self._strategies[key] = strategy
         return strategy

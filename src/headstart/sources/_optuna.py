@@ -10,7 +10,7 @@ refused: headstart's transfer models take one value per configuration.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,19 @@ from headstart.exceptions import (
 )
 from headstart.sources._task import _finite
 from headstart.space import Fixed, SearchSpace
+
+CONSTRAINTS_KEY = "constraints"  # Optuna's system attribute of a trial's constraint values
+
+
+def trial_constraints(trial: Any) -> list[float] | None:
+    """An Optuna trial's constraint values, ``None`` if it has none: Optuna 5's
+    ``trial.set_constraint`` (``FrozenTrial.constraints``, a dict) or a ``constraints_func``'s
+    list (the ``"constraints"`` system attribute)."""
+    named = getattr(trial, "constraints", None)
+    if isinstance(named, Mapping):
+        return [float(v) for v in named.values()] if named else None
+    stored = trial.system_attrs.get(CONSTRAINTS_KEY)
+    return None if stored is None else [float(v) for v in stored]
 
 
 def is_optuna_study(obj: Any) -> bool:
