@@ -10,7 +10,9 @@ cube (scaled to each problem's bounds), with their own reference points:
 A constraint value is ``-slack`` (BoTorch's slack is >= 0 when feasible; Optuna's and headstart's
 convention is ``c <= 0``). Methods, each at its defaults: ``headstart`` (``create_study`` with
 ``directions`` / ``constraints``: one GP per output, log EHVI / log constrained EI),
-``headstart-random``, Optuna's ``GPSampler`` (log EHVI / constrained log EI), ``TPESampler`` and
+``headstart-random``, ``headstart-transfer`` (ScaML-GP per output from an earlier random
+40-trial run of the problem with every input shifted by +-0.05: what transfer adds, not a peer
+comparison), Optuna's ``GPSampler`` (log EHVI / constrained log EI), ``TPESampler`` and
 ``NSGAIISampler`` (Optuna's default for several objectives), the constrained ones with
 ``constraints_func``. Metrics per trial: the hypervolume of the feasible front as a share of the
 problem's maximum (``max_hv``), or, with one objective, the simple regret of the best feasible
@@ -39,7 +41,14 @@ from pathlib import Path
 import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-METHODS = ("headstart", "headstart-random", "optuna-gp", "optuna-tpe", "optuna-nsga2")
+METHODS = (
+    "headstart",
+    "headstart-random",
+    "optuna-gp",
+    "optuna-tpe",
+    "optuna-nsga2",
+    "headstart-transfer",
+)
 PROBLEMS = (
     "BraninCurrin",
     "DTLZ2",
@@ -51,6 +60,7 @@ PROBLEMS = (
     "ConstrainedGramacy",
 )
 SINGLE_OBJECTIVE = ("ConstrainedHartmann", "ConstrainedGramacy")
+SOURCE_TRIALS, SOURCE_SHIFT = 40, 0.05  # headstart-transfer's earlier run: random, shifted inputs
 COLUMNS = ("problem", "method", "seed", "trial", "metric", "feasible", "seconds")
 CHECKPOINTS = (10, 20, 30, 40)
 
@@ -95,12 +105,21 @@ class Evaluator:
 
 def _run_headstart(ev: Evaluator, seed: int, budget: int, method: str):
     import headstart as hs
+    from headstart.storage import get_storage
 
     space = hs.SearchSpace({f"x{i}": hs.Float(0.0, 1.0) for i in range(ev.dim)})
     objectives = {"directions": ["minimize"] * ev.k} if ev.k > 1 else {"direction": "minimize"}
-    study = hs.create_study(
-        "bench", space, storage=None, seed=seed, method=method, constraints=ev.r > 0, **objectives
-    )
+    settings = dict(objectives, constraints=ev.r > 0, storage=get_storage(None), seed=seed)
+    if method == "scaml":  # an earlier run of a related task: the inputs shifted by 0.05
+        source = hs.create_study("earlier", space, method="random", **settings)
+        rng = np.random.default_rng(1000 + seed)
+        for _ in range(SOURCE_TRIALS):
+            trial = source.ask()
+            u = np.array([trial.params[f"x{i}"] for i in range(ev.dim)])
+            values, cons = ev(np.clip(u + SOURCE_SHIFT * rng.choice([-1, 1], ev.dim), 0, 1))
+            source.tell(trial, values if ev.k > 1 else values[0], constraints=cons or None)
+        settings["transfer_from"] = ["earlier"]
+    study = hs.create_study("bench", space, method=method, **settings)
     out = []
     for _ in range(budget):
         t0 = time.perf_counter()
@@ -145,7 +164,8 @@ def run_job(problem: str, method: str, seed: int, budget: int) -> list[dict]:
     torch.set_num_threads(1)
     ev = Evaluator(problem)
     runner = _run_headstart if method.startswith("headstart") else _run_optuna
-    inner = {"headstart": "gp", "headstart-random": "random"}.get(method, method)
+    inner = {"headstart": "gp", "headstart-random": "random", "headstart-transfer": "scaml"}
+    inner = inner.get(method, method)
     trials = runner(ev, seed, budget, inner)
     rows, feasible_values = [], []
     for i, (values, cons, seconds) in enumerate(trials):
@@ -225,16 +245,20 @@ def report(path: Path, out: Path, budget: int) -> str:
                 continue
             cells = " | ".join(f"{table.loc[m, t]:.4g}" for t in checkpoints)
             lines.append(f"| {m} | {cells} | {secs[m]:.3f} |")
-        last = part[part["trial"] == budget].copy()
+        last = part[(part["trial"] == budget) & (part["method"] != "headstart-transfer")].copy()
         last["score"] = last["metric"] if mo else -last["metric"]
         last["rank"] = last.groupby("seed")["score"].rank(ascending=False)
         ranks.append(last.groupby("method")["rank"].mean().rename(problem))
         lines.append("")
     rank_table = pd.concat(ranks, axis=1)
-    lines += [f"### Mean rank at t = {budget} (1 = best; per seed, then averaged)", ""]
+    lines += [
+        f"### Mean rank at t = {budget} (1 = best; per seed, then averaged; without "
+        "`headstart-transfer`, which has an earlier run's data)",
+        "",
+    ]
     lines += ["| method | " + " | ".join(rank_table.columns) + " | mean |"]
     lines += ["|---|" + "---:|" * (len(rank_table.columns) + 1)]
-    for m in methods:
+    for m in [m for m in methods if m in rank_table.index]:
         row = rank_table.loc[m]
         lines.append(f"| {m} | " + " | ".join(f"{v:.2f}" for v in row) + f" | {row.mean():.2f} |")
     text = "\n".join(lines) + "\n"
