@@ -468,14 +468,15 @@ def test_results_are_packed_and_unpacked_byte_for_byte(tmp_path):
 
 def test_multi_objective_script_smoke(tmp_path):
     module = benchmark_script("multi_objective")
-    argv = ["--problems", "BraninCurrin,ConstrainedGramacy", "--seeds", "1", "--budget", "6"]
+    argv = ["--problems", "BraninCurrin,ConstrainedGramacy", "--seeds", "1", "--budget", "4"]
     argv += ["--methods", "headstart,headstart-random", "--workers", "1", "--out", str(tmp_path)]
+    module.CHECKPOINTS = (2, 4)  # this short run's checkpoints
     assert module.main(argv) == 0
     text = (tmp_path / "multi_objective.md").read_text()
-    assert "### BraninCurrin (hypervolume share)" in text and "Mean rank at t = 6" in text
+    assert "### BraninCurrin (hypervolume share)" in text and "Mean rank at t = 4" in text
     assert (tmp_path / "multi_objective.png").exists()
     assert module.main([*argv, "--report-only"]) == 0  # resumable: nothing left to run
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "multi_objective.csv")
-    assert len(rows) == 2 * 2 * 6  # 2 problems x 2 methods x 6 trials, nothing run twice
+    assert len(rows) == 2 * 2 * 4  # 2 problems x 2 methods x 4 trials, nothing run twice
