@@ -503,3 +503,11 @@ def test_an_optuna_multi_objective_study_is_a_source(source_store):
     first = study.ask()  # the sources' feasible knee point
     assert first.params["y"] <= 0.6
     assert study.settings["transfer"]["n_constraints"] == 1
+
+
+def test_a_batch_of_asks_spreads_over_the_front():
+    study = _mo("batch", n_initial=5)
+    study.optimize(_two, 6, show_progress=False)
+    batch = study.ask(3)  # each sees the ones before as pending fantasies
+    points = {(t.params["x"], t.params["y"]) for t in batch}
+    assert len(points) == 3 and all(t.state == "running" for t in batch)
