@@ -103,8 +103,9 @@ def test_bad_constraints_are_refused_and_nothing_is_stored():
         (None, "tell its constraint values"),
         ([], "tell its constraint values"),
         ([0.1], "carry 2 constraint"),
-        ([0.1, math.nan], "Constraint 1 must be finite"),
-        ([0.1, "x"], "Constraint 1 must be a real number"),
+        ([0.1, math.nan], "Constraint 1: The value must be finite"),
+        ([0.1, "x"], "Constraint 1: The value must be a real number"),
+        ([0.1, 10**400], "Constraint 1: The value must be finite"),
     ):
         with pytest.raises(hs.ConstraintValueError, match=match):
             study.tell(trial, 1.0, constraints=bad)
@@ -163,7 +164,7 @@ def test_optimize_several_objectives_with_a_constraints_function_and_dict_result
         lambda p: {"value": p["x"], "constraints": [0.3 - p["y"]]}, 12, show_progress=False
     )
     assert other.best_trial.params["y"] >= 0.3
-    with pytest.warns(hs.HeadstartWarning, match="constrained"):  # no constraints returned
+    with pytest.raises(hs.ConstraintValueError, match="constrained"):  # none returned: stop
         other.optimize(lambda p: p["x"], 1, show_progress=False)
     assert other.trials[-1].state == "failed"
 
@@ -511,3 +512,68 @@ def test_a_batch_of_asks_spreads_over_the_front():
     batch = study.ask(3)  # each sees the ones before as pending fantasies
     points = {(t.params["x"], t.params["y"]) for t in batch}
     assert len(points) == 3 and all(t.state == "running" for t in batch)
+
+
+def test_optimize_records_bad_constraints_as_failed_trials_and_stops_without_any():
+    study = hs.create_study("c", _space(), constraints=True, storage=None, seed=0)
+    with pytest.warns(hs.HeadstartWarning, match="Constraint 0"):
+        study.optimize(lambda p: {"value": p["x"], "constraints": [math.nan]}, 1)
+    assert study.trials[0].state == "failed"  # not left running
+    with pytest.raises(hs.ConstraintValueError, match="neither the objective"):
+        study.optimize(lambda p: p["x"], 3, show_progress=False)
+    assert [t.state for t in study.trials] == ["failed", "failed"]  # stopped at once
+
+    def broken(params):
+        raise RuntimeError("no memory reading")
+
+    fn = hs.create_study("f", _space(), constraints=broken, storage=None, seed=0)
+    with pytest.raises(RuntimeError, match="no memory reading"):
+        fn.optimize(lambda p: p["x"], 2, show_progress=False)
+    assert [t.state for t in fn.trials] == ["failed"]
+    with pytest.raises(hs.InvalidSettingError, match="n_workers > 1"):
+        fn.optimize(lambda p: p["x"], 2, n_workers=2)
+
+
+def test_resuming_with_other_objectives_or_constraints_is_refused(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    _mo("r", url)
+    for kwargs in (
+        {"direction": "minimize"},
+        {"directions": ["minimize", "maximize"], "constraints": True},
+        {"directions": ["maximize", "maximize"]},
+    ):
+        with pytest.raises(hs.DuplicatedStudyError, match="already exists with direction"):
+            hs.create_study("r", _space(), storage=url, seed=0, load_if_exists=True, **kwargs)
+    assert _mo("r", url, load_if_exists=True).directions == ("minimize", "maximize")
+
+
+def test_single_model_views_and_single_objective_hypervolume_are_refused():
+    study = _mo()
+    _tell_fixed(study, [1.0, 2.0])
+    with pytest.raises(hs.InvalidSettingError, match="several objectives"):
+        study.acquisition_slice("x")
+    one = hs.create_study("one", _space(), storage=None)
+    _tell_fixed(one, 1.0)
+    with pytest.raises(hs.MultiObjectiveError, match="one objective"):
+        one.hypervolume([2.0])
+
+
+def test_plots_work_before_any_feasible_trial():
+    from headstart import plots
+
+    study = hs.create_study("none-ok", _space(), constraints=True, storage=None, seed=0)
+    for _ in range(4):
+        _tell_fixed(study, 1.0, [1.0])
+    plots.plot_parallel_coordinates(study)
+    plots.plot_contour(study, "x", "y")
+    plots.plot_slice(study)
+    assert study.best_trials == []
+
+
+def test_a_constrained_single_objective_export_is_a_transfer_source(tmp_path):
+    study = hs.create_study("c", _space(), constraints=True, storage=None, seed=0)
+    for v in (1.0, 2.0, 3.0):
+        _tell_fixed(study, v, [-1.0])
+    study.export(tmp_path / "c.json")
+    task = hs.sources.from_export(tmp_path / "c.json", _space())
+    assert task.y.tolist() == [1.0, 2.0, 3.0]

@@ -15,7 +15,6 @@ Conventions (Optuna's, so studies move between the two unchanged):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -102,15 +101,13 @@ def check_constraints(
         )
     out = []
     for i, c in enumerate(values):
-        if isinstance(c, bool) or not isinstance(c, int | float | np.number):
-            raise ConstraintValueError(f"Constraint {i} must be a real number; got {c!r}.")
-        c = float(c)
-        if not math.isfinite(c):
+        try:  # the objective's checks: numpy / torch scalars, overflowing ints, NaN, inf
+            out.append(check_value(c))
+        except InvalidValueError as e:
+            text = str(e).replace("The objective value", "The value")
             raise ConstraintValueError(
-                f"Constraint {i} must be finite; got {c!r}. If the evaluation failed, tell the "
-                "trial with failed=True; if the limit was badly broken, return a large number."
-            )
-        out.append(c)
+                f"Constraint {i}: {text} If the limit was badly broken, tell a large finite number."
+            ) from None
     return tuple(out)
 
 

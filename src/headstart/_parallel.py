@@ -288,7 +288,9 @@ def _wait(study: Any, futures: list, n_trials: int, show_progress: bool) -> None
             for t in study.trials:
                 if t.state in ("complete", "failed") and t.number not in seen:
                     seen.add(t.number)
-                    progress.advance(t.value, t.user_attrs.get("seconds_suggest"))
+                    progress.advance(
+                        t.value if t.feasible else None, t.user_attrs.get("seconds_suggest")
+                    )
             errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
             errors = [e for e in errors if e is not None]
             if errors:

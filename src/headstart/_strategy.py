@@ -71,12 +71,13 @@ def pareto_candidates(output_tasks: Sequence[Sequence], k: int) -> np.ndarray:
     from headstart._engine.multi_output import pareto_mask
 
     rows = []
+    by_name = [{t.name: t for t in tasks} for tasks in output_tasks]  # a source's tasks, by name
     for s, first in enumerate(output_tasks[0]):
         Y = np.stack([output_tasks[j][s].y_max() for j in range(k)], axis=1)
         keep = np.ones(len(Y), dtype=bool)
-        limits = [tasks for tasks in output_tasks[k:] if len(tasks) == len(output_tasks[0])]
-        if limits and all(len(tasks[s].y) == len(Y) for tasks in limits):
-            keep = np.all([tasks[s].y <= 0.0 for tasks in limits], axis=0)
+        limits = [named.get(first.name) for named in by_name[k:]]
+        if limits and all(t is not None and len(t.y) == len(Y) for t in limits):
+            keep = np.all([t.y <= 0.0 for t in limits], axis=0)
         if not keep.any():
             continue
         X, Y = first.X[keep], Y[keep]

@@ -67,6 +67,10 @@ _RANDOM_DRAWS = 200
 _RESERVATIONS = 3  # reserved trials an ask may lose to stale-trial sweeps before it gives up
 
 
+class _NoConstraints(ConstraintValueError):
+    """A constrained study's ``optimize`` has no way to get constraint values."""
+
+
 class Study:
     """A named optimisation run. Create one with :func:`create_study` or :func:`load_study`."""
 
@@ -407,7 +411,10 @@ class Study:
             return None
         finished, _ = self._trial_cache.refresh()
         counts = {len(r.constraints) for r in finished if r.constraints}
-        return next(iter(counts)) if counts else None
+        if counts:
+            return next(iter(counts))
+        from_sources = (self.config.transfer or {}).get("n_constraints")  # the sources' count
+        return from_sources or None
 
     def optimize(
         self,
@@ -453,6 +460,12 @@ class Study:
         local = isinstance(n_workers, int) and not isinstance(n_workers, bool)
         if (local and n_workers < 1) or isinstance(n_workers, bool | float):
             raise InvalidSettingError(f"n_workers must be an integer >= 1; got {n_workers!r}.")
+        if (not local or n_workers > 1) and self._constraints_func is not None:
+            raise InvalidSettingError(
+                "optimize(n_workers > 1) runs the objective in other processes, which do not get "
+                "this study's constraints function; return {'value': ..., 'constraints': [...]} "
+                "from the objective instead."
+            )
         if not local or n_workers > 1:
             from headstart._parallel import optimize_in_processes
 
@@ -483,7 +496,9 @@ class Study:
                 trial = self._evaluate(func, catch)
                 for callback in callbacks:
                     callback(self, trial)
-                progress.advance(trial.value, trial.user_attrs.get("seconds_suggest"))
+                progress.advance(
+                    trial.value if trial.feasible else None, trial.user_attrs.get("seconds_suggest")
+                )
         self._stop_requested = False
         self._warn_if_transfer_hurts()
         return self
@@ -530,9 +545,18 @@ class Study:
         try:
             value, constraints = self._split_result(raw, trial.params)
             values = check_values(value, self.directions)
+            constraints = check_constraints(
+                constraints, self.config.constrained, self._constraint_count()
+            )
+        except _NoConstraints as e:  # a setup error, not a bad evaluation: stop the run
+            self._tell(trial, failed=True, user_attrs=failure_attrs(e))
+            raise ConstraintValueError(str(e)) from None
         except InvalidValueError as e:  # as Optuna: a NaN / non-number is a failed trial
             warnings.warn(f"Trial {trial.number} failed: {e}", HeadstartWarning, stacklevel=3)
             return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
+        except BaseException as e:  # the constraints function raised
+            self._tell(trial, failed=True, user_attrs=failure_attrs(e))
+            raise
         return self.tell(trial, values if len(values) > 1 else values[0], constraints=constraints)
 
     def _split_result(self, raw: Any, params: dict[str, Any]) -> tuple[Any, Any]:
@@ -547,10 +571,11 @@ class Study:
         if constraints is None and self._constraints_func is not None:
             constraints = self._constraints_func(params)
         if constraints is None and self.config.constrained:
-            raise ConstraintValueError(
-                f"Study {self.name!r} is constrained: return {{'value': ..., 'constraints': "
-                "[...]}} from the objective, or pass constraints=fn(params) to create_study / "
-                "load_study."
+            raise _NoConstraints(
+                f"Study {self.name!r} is constrained, and neither the objective nor a "
+                "constraints function gave constraint values: return {'value': ..., "
+                "'constraints': [...]} from the objective, or pass constraints=fn(params) to "
+                "create_study / load_study."
             )
         return value, constraints
 
@@ -679,10 +704,12 @@ class Study:
 
         from headstart.sources._export import export_document
 
-        doc = export_document(self.name, self.direction, self.space, self.trials, self.user_attrs)
+        trials = self.trials  # read once: workers may add trials meanwhile
+        doc = export_document(self.name, self.direction, self.space, trials, self.user_attrs)
         if self.config.multi_output:  # every objective's value and the constraints too
-            doc["directions"] = list(self.directions)
-            for row, trial in zip(doc["trials"], self.trials, strict=True):
+            if len(self.directions) > 1:
+                doc["directions"] = list(self.directions)
+            for row, trial in zip(doc["trials"], trials, strict=True):
                 row["values"] = None if trial.values is None else list(trial.values)
                 row["constraints"] = None if trial.constraints is None else list(trial.constraints)
         if path is not None:
@@ -753,6 +780,11 @@ class Study:
         Raises:
             ReferencePointError: ``reference`` has another length than the objectives.
         """
+        if len(self.directions) == 1:
+            raise MultiObjectiveError(
+                f"Study {self.name!r} has one objective; its best is study.best_value, not a "
+                "hypervolume."
+            )
         front = [t.values for t in self.best_trials]
         return hypervolume(
             np.array(front).reshape(-1, len(self.directions)), reference, self.directions
@@ -777,6 +809,15 @@ class Study:
         n = sum(1 for r in records if r.state in (TrialState.COMPLETE, TrialState.RUNNING))
         return self._strategy.prior_exponent(n)
 
+    def _single_output(self, what: str) -> None:
+        """Refuse a single-model view of a study with several objectives or constraints."""
+        if self.config.multi_output:
+            raise InvalidSettingError(
+                f"{what} shows one model's acquisition; study {self.name!r} has several "
+                "objectives or constraints (one model each). Use plots.plot_pareto_front, "
+                "plot_hypervolume or plot_slice."
+            )
+
     def acquisition_slice(
         self, param: str, param2: str | None = None, *, points: int = 101
     ) -> dict[str, Any]:
@@ -796,6 +837,7 @@ class Study:
             NoCompletedTrialsError: nothing to fit yet.
             InvalidSettingError: an unknown or fixed parameter, or ``method="random"``.
         """
+        self._single_output("acquisition_slice")
         names = [param] if param2 is None else [param, param2]
         free = [c.name for c in self.space.columns]
         for name in names:
@@ -858,6 +900,7 @@ class Study:
         """
         from headstart.transfer import TransferReport
 
+        self._single_output("transfer_report")
         if not self.config.spec.uses_sources:
             raise InvalidSettingError(
                 f"Study {self.name!r} uses method={self.config.method!r}, which learns nothing "
@@ -884,8 +927,8 @@ class Study:
         from headstart._transfer_check import transfer_check
 
         spec = self.config.spec
-        if not spec.uses_sources or spec.warm_start:
-            return None
+        if not spec.uses_sources or spec.warm_start or self.config.multi_output:
+            return None  # (several outputs: one model each; not checked yet)
         done = self._storage.get_trials(self._id, states=[TrialState.COMPLETE])
         X = self.space.encode([r.params for r in done])
         y = np.array([self._to_max(r.value) for r in done], dtype=np.float64)

@@ -277,7 +277,10 @@ def studies_show(
 
         (plot_hypervolume if several else plot_convergence)(study, plot)
         _console().print(f"{'Hypervolume' if several else 'Convergence'} plot: {plot}")
-    if transfer or study.config.spec.uses_sources:
+    if (transfer or study.config.spec.uses_sources) and study.config.multi_output:
+        sources = ", ".join((transfer or {}).get("sources", []))
+        out.print(f"transfer: one model per objective and constraint, from {sources}")
+    elif transfer or study.config.spec.uses_sources:
         _show_transfer(study, out, weights_plot)
     elif weights_plot is not None:
         raise typer.BadParameter(

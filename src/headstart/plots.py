@@ -62,7 +62,7 @@ def plot_convergence(
     import numpy as np
     from matplotlib.figure import Figure
 
-    trials = [t for t in study.trials if t.state == "complete"]
+    trials = [t for t in study.trials if t.state == "complete" and t.feasible]  # constraints
     numbers = [t.number for t in trials]
     values = [t.value for t in trials]
     sign = 1.0 if study.direction == "minimize" else -1.0
@@ -406,8 +406,8 @@ def plot_contour(
         grid = space.columns[k].grid
         axes_u.append(np.asarray(grid) if grid is not None else np.linspace(0, 1, points))
     gu, gv = np.meshgrid(*axes_u, indexing="ij")
-    anchor = study.best_trials[0].params if len(study.directions) > 1 else study.best_params
-    best = space.encode([anchor])[0]
+    front = study.best_trials  # the best trial, or the Pareto front; empty if none is feasible
+    best = space.encode([(front[0] if front else done[0]).params])[0]
     U = np.repeat(best[None, :], gu.size, axis=0)
     U[:, i], U[:, j] = gu.ravel(), gv.ravel()
     Z = sign * mean(U).reshape(gu.shape)
@@ -465,8 +465,7 @@ def plot_parallel_coordinates(
     fig = Figure(figsize=(1.6 * len(names) + 2.5, 4.2), dpi=110)
     ax = fig.subplots()
     # the best trial (several objectives: the Pareto front) is drawn thick
-    best = {t.number for t in study.best_trials} if len(study.directions) > 1 else set()
-    best = best or {study.best_trial.number}
+    best = {t.number for t in study.best_trials}  # empty while nothing is feasible
     for t in sorted(done, key=lambda t: t.number in best):
         ys = [scaled(n, t.params[n]) for n in names]
         thick = t.number in best

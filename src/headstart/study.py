@@ -74,6 +74,22 @@ _SETTINGS = (  # create_study's own keywords: a misspelt one is named in the err
 )
 
 
+def _check_same_outputs(record, config: StudyConfig) -> None:
+    """A stored study's objectives and constraints are part of what it is: a resume with others
+    (even with ``load_if_exists=True``) would read its values wrongly."""
+    stored = StudyConfig.from_json(record.settings)
+    if stored.directions != config.directions or stored.constrained != config.constrained:
+
+        def describe(c: StudyConfig) -> str:
+            objectives = list(c.directions) if c.directions else [record.direction]
+            return f"directions {objectives}, {'with' if c.constrained else 'no'} constraints"
+
+        raise DuplicatedStudyError(
+            f"Study {record.name!r} already exists with {describe(stored)}; you asked for "
+            f"{describe(config)}. Choose another name, or resume it with its own."
+        )
+
+
 def _check_resumable(
     record, store: BaseStorage, space: SearchSpace, direction: str, method: str, widen: bool = False
 ) -> bool:
@@ -305,6 +321,7 @@ def create_study(
                 "(or load_if_exists=True), or choose another name."
             )
         _check_resumable(existing, store, space, direction, method, widen=load_if_exists is True)
+        _check_same_outputs(existing, config)
     config = _with_sources(config, spec, space, store, name, direction, transfer_from, prior_model)
     record = _store_or_resume(store, name, space, direction, config, seed, load_if_exists)
     func = constraints if callable(constraints) else None

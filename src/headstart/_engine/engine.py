@@ -403,6 +403,8 @@ class BOEngine:
             # nearest to feasibility
             violation = np.clip(Y[:, k:], 0.0, None).sum(axis=1)
             start = np.where(feasible, Y[:, 0], -np.inf) if feasible.any() else -violation
+            if len(P):  # pending points are never proposed again (the search skips duplicates)
+                X, start = np.concatenate([X, P]), np.concatenate([start, np.full(len(P), -np.inf)])
             x = self._maximize(crit, X, start, rng, None)
             return self._space.snap(x[None, :])[0]
 

@@ -47,6 +47,7 @@ from headstart._engine.prior_weight import PriorWeight
 from headstart._engine.protocols import Posterior
 
 NO_INCUMBENT = -math.inf  # best feasible value before any feasible observation
+CHUNK_ELEMENTS = 2_000_000  # point x box x objective terms evaluated at once (memory bound)
 
 
 def box_term(
@@ -103,7 +104,10 @@ def log_ehvi_and_grad(
     per_box = lt.sum(axis=2)  # m x c
     value = logsumexp(per_box, axis=1)
     weight = np.exp(per_box - value[:, None])[:, :, None]  # softmax over boxes
-    return value, (weight * dm).sum(axis=1), (weight * dv).sum(axis=1)
+    # a box whose weight underflows to 0 may carry an inf partial: it contributes nothing
+    d_mean = np.where(weight > 0, dm, 0.0)
+    d_var = np.where(weight > 0, dv, 0.0)
+    return value, (weight * d_mean).sum(axis=1), (weight * d_var).sum(axis=1)
 
 
 def log_feasibility_and_grad(
@@ -125,14 +129,16 @@ def log_feasibility_and_grad(
     return log_cdf.sum(axis=1), -ratio / sigma, -ratio * z / (2.0 * var)
 
 
-def pareto_mask(Y: np.ndarray) -> np.ndarray:
-    """Which rows of ``Y`` (``n x k``, maximized) no other row dominates (duplicates all kept)."""
+def pareto_mask(Y: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Which rows of ``Y`` (``n x k``, maximized) no other row dominates (duplicates all kept);
+    ``chunk`` rows at a time against all, so a large study stays within memory."""
     Y = np.asarray(Y, dtype=np.float64)
-    if not len(Y):
-        return np.zeros(0, dtype=bool)
-    ge = (Y[:, None, :] >= Y[None, :, :]).all(axis=2)
-    gt = (Y[:, None, :] > Y[None, :, :]).any(axis=2)
-    dominated = (ge & gt).any(axis=0)  # row j dominated by some row i
+    dominated = np.zeros(len(Y), dtype=bool)
+    for i in range(0, len(Y), chunk):
+        rows = Y[i : i + chunk, None, :]
+        ge = (rows >= Y[None, :, :]).all(axis=2)
+        gt = (rows > Y[None, :, :]).any(axis=2)
+        dominated |= (ge & gt).any(axis=0)  # row j dominated by some row of this chunk
     return ~dominated
 
 
@@ -169,7 +175,10 @@ def hypercells(front: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarr
     boxes = _free_boxes(pts, ref)
     lower = np.array([b[0] for b in boxes]).reshape(-1, len(ref))
     upper = np.array([b[1] for b in boxes]).reshape(-1, len(ref))
-    return lower, upper
+    # a box narrower than rounding adds no volume, and its log term cannot be told from 0
+    scale = np.maximum(np.abs(np.concatenate([pts, ref[None, :]])).max(axis=0), 1.0)
+    wide = ((upper - lower) > 1e-12 * scale).all(axis=1)
+    return lower[wide], upper[wide]
 
 
 def _free_boxes(pts: np.ndarray, ref: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -311,8 +320,12 @@ class MultiOutputCriterion:
     def prior_term(self, X: np.ndarray) -> np.ndarray:
         return self._prior_terms.prior_term(X)
 
-    def value(self, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
-        """Criterion at ``X`` (``m x d``): returns ``m``."""
+    def value(self, X: np.ndarray, chunk: int | None = None) -> np.ndarray:
+        """Criterion at ``X`` (``m x d``): returns ``m`` (in chunks of about
+        :data:`CHUNK_ELEMENTS` point x box x objective terms)."""
+        if chunk is None:
+            boxes = 1 if self.cells is None else len(self.cells[0])
+            chunk = max(1, CHUNK_ELEMENTS // (boxes * max(self.k, 1)))
         out = np.empty(X.shape[0])
         for i in range(0, X.shape[0], chunk):
             mean, var = self.posterior.posterior(X[i : i + chunk])

@@ -421,6 +421,12 @@ class HeadstartSampler(BaseSampler):
                 continue
             completed.append({n: t.params[n] for n in names})
             rows.append([*(signs * np.asarray(t.values, dtype=float)), *constraints])
+        if len({len(r) for r in rows}) > 1:
+            raise InvalidSettingError(
+                "The completed trials carry different numbers of constraint values "
+                f"({sorted({len(r) - len(signs) for r in rows})}); set the same constraints in "
+                "every trial (trial.set_constraint or constraints_func)."
+            )
         width = len(signs) + (len(rows[0]) - len(signs) if rows else 0)
         return completed, np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
 

@@ -35,11 +35,13 @@ CONSTRAINTS_KEY = "constraints"  # Optuna's system attribute of a trial's constr
 
 def trial_constraints(trial: Any) -> list[float] | None:
     """An Optuna trial's constraint values, ``None`` if it has none: Optuna 5's
-    ``trial.set_constraint`` (``FrozenTrial.constraints``, a dict) or a ``constraints_func``'s
-    list (the ``"constraints"`` system attribute)."""
+    ``trial.set_constraint`` (``FrozenTrial.constraints``, a dict; ordered by name, so trials
+    that set them in different orders agree) or a ``constraints_func``'s list (the
+    ``"constraints"`` system attribute)."""
     named = getattr(trial, "constraints", None)
-    if isinstance(named, Mapping):
-        return [float(v) for v in named.values()] if named else None
+    if isinstance(named, Mapping):  # a constraints_func's list ("0", "1", ...), then by name
+        keys = sorted(named, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
+        return [float(named[k]) for k in keys] if named else None
     stored = trial.system_attrs.get(CONSTRAINTS_KEY)
     return None if stored is None else [float(v) for v in stored]
 

@@ -149,6 +149,11 @@ def resolve_output_sources(
         items = transfer_from if isinstance(transfer_from, list | tuple) else [transfer_from]
         for item in items:
             found.extend(_rows_of(item, space, store, excluded))
+    seen: dict[str, int] = {}
+    for rows in found:  # unique names: each output's tasks of one source are told apart by them
+        seen[rows.name] = seen.get(rows.name, 0) + 1
+        if seen[rows.name] > 1:
+            rows.name = f"{rows.name}#{seen[rows.name]}"
     for rows in found:
         if len(rows.directions) != n_objectives:
             raise InvalidSettingError(
