@@ -170,33 +170,34 @@ def test_optimize_several_objectives_with_a_constraints_function_and_dict_result
 
 
 def test_suggestions_improve_the_front_over_random_search():
-    """Log EHVI with one GP per objective beats random search on BoTorch's DTLZ2 (d = 4, two
-    objectives, minimized; its reference point), 3 seeds x 30 trials: measured 0.35 vs 0.21."""
+    """Log EHVI with one GP per objective beats random search on BoTorch's BraninCurrin (two
+    objectives, minimized; its reference point), 2 seeds x 16 trials: measured hypervolume 44
+    and 48 against random search's 0 and 6.3."""
     torch = pytest.importorskip("torch")
-    from botorch.test_functions.multi_objective import DTLZ2
+    from botorch.test_functions.multi_objective import BraninCurrin
 
-    problem = DTLZ2(dim=4, num_objectives=2)
-    space = hs.SearchSpace({f"x{i}": hs.Float(0.0, 1.0) for i in range(4)})
+    problem = BraninCurrin()
 
     def objective(p):
-        x = torch.tensor([[p[f"x{i}"] for i in range(4)]], dtype=torch.float64)
+        x = torch.tensor([[p["x"], p["y"]]], dtype=torch.float64)
         return problem(x)[0].tolist()
 
     ref = problem.ref_point.tolist()
     volume = {"gp": [], "random": []}
-    for seed in range(3):
+    for seed in range(2):
         for method, out in volume.items():
             study = hs.create_study(
-                f"{method}{seed}",
-                space,
+                f"bc-{method}{seed}",
+                _space(),
                 directions=["minimize", "minimize"],
                 storage=None,
                 seed=seed,
                 method=method,
+                n_initial=5,
             )
-            study.optimize(objective, 30, show_progress=False)
+            study.optimize(objective, 16, show_progress=False)
             out.append(study.hypervolume(ref))
-    assert np.mean(volume["gp"]) > 1.3 * np.mean(volume["random"])
+    assert min(volume["gp"]) > 2 * max(volume["random"])
 
 
 def test_constrained_suggestions_find_the_feasible_optimum():
@@ -247,7 +248,7 @@ def test_overlapping_asks_and_tells_lose_no_vector(tmp_path, backend):
         seed=0,
         n_initial=2,
     )
-    workers, rounds = 3, 4
+    workers, rounds = 3, 3
     release_together(
         _mo_worker, lambda barrier, _: (url, name, barrier, rounds), workers, preloaded=True
     )

@@ -333,9 +333,9 @@ def test_multi_objective_transfer_from_an_earlier_optuna_study():
     earlier = optuna.create_study(
         directions=["minimize"] * 2, sampler=optuna.samplers.RandomSampler(seed=0)
     )
-    earlier.optimize(objective, n_trials=25)
+    earlier.optimize(objective, n_trials=16)
     sampler = HeadstartSampler("scaml", transfer_from=earlier, seed=0)
     study = optuna.create_study(directions=["minimize"] * 2, sampler=sampler)
-    study.optimize(objective, n_trials=6)
+    study.optimize(objective, n_trials=4)
     assert all(t.params["y"] <= 0.65 for t in study.trials)  # the sources' limit, from trial 0
     assert len(study.best_trials) >= 2

@@ -55,8 +55,8 @@ def test_python_blocks_then_cli_lines_run_as_written(tmp_path, monkeypatch):
     assert "headstart:params" in warm.trials[0].system_attrs  # modelled from the first trial
     assert (tmp_path / "headstart.db").exists() and (tmp_path / "report.html").exists()
     pareto, limited = namespace["pareto"], namespace["limited"]
-    assert len(pareto.trials) == 15 and namespace["front"] and namespace["volume"] > 0
-    assert len(limited.trials) == 12 and namespace["best_feasible"].feasible
+    assert len(pareto.trials) == 8 and namespace["front"] and namespace["volume"] > 0
+    assert len(limited.trials) == 8 and namespace["best_feasible"].feasible
 
     storage = {"HEADSTART_STORAGE": f"sqlite:///{tmp_path / 'headstart.db'}"}
     lines = [
