@@ -24,7 +24,7 @@ Resumable: finished (problem, method, seed) jobs in the CSV are skipped. Writes
 
 Usage::
 
-    python benchmarks/multi_objective.py                       # 8 problems x 5 methods x 10 seeds
+    python benchmarks/multi_objective.py                       # 8 problems x 7 methods x 10 seeds
     python benchmarks/multi_objective.py --problems BraninCurrin --seeds 1 --budget 12 \
         --methods headstart,optuna-gp --out /tmp/mo             # a smoke run
 """
@@ -64,7 +64,7 @@ PROBLEMS = (
 SINGLE_OBJECTIVE = ("ConstrainedHartmann", "ConstrainedGramacy")
 SOURCE_TRIALS, SOURCE_SHIFT = 40, 0.05  # headstart-transfer's earlier run: random, shifted inputs
 COLUMNS = ("problem", "method", "seed", "trial", "metric", "feasible", "seconds")
-CHECKPOINTS = (10, 20, 30, 40)
+CHECKPOINTS = (10, 20, 30, 40, 50, 100)
 
 
 def make_problem(name: str):
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--problems", default=",".join(PROBLEMS))
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--budget", type=int, default=40)
+    p.add_argument("--budget", type=int, default=50)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
     p.add_argument("--report-only", action="store_true")
