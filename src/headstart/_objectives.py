@@ -111,11 +111,6 @@ def check_constraints(
     return tuple(out)
 
 
-def is_feasible(constraints: Sequence[float] | None) -> bool:
-    """Every constraint ``<= 0`` (an unconstrained trial is feasible)."""
-    return constraints is None or all(c <= 0.0 for c in constraints)
-
-
 def to_max(values: Sequence[float], directions: Sequence[str]) -> np.ndarray:
     """Objective values with the minimized ones negated (everything maximized)."""
     signs = np.array([-1.0 if d == "minimize" else 1.0 for d in directions])
@@ -166,7 +161,6 @@ __all__ = [
     "check_constraints",
     "check_values",
     "hypervolume",
-    "is_feasible",
     "pareto_indices",
     "to_max",
 ]

@@ -544,20 +544,17 @@ class Study:
             raise
         try:
             value, constraints = self._split_result(raw, trial.params)
-            values = check_values(value, self.directions)
-            constraints = check_constraints(
-                constraints, self.config.constrained, self._constraint_count()
-            )
         except _NoConstraints as e:  # a setup error, not a bad evaluation: stop the run
             self._tell(trial, failed=True, user_attrs=failure_attrs(e))
             raise ConstraintValueError(str(e)) from None
-        except InvalidValueError as e:  # as Optuna: a NaN / non-number is a failed trial
-            warnings.warn(f"Trial {trial.number} failed: {e}", HeadstartWarning, stacklevel=3)
-            return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
         except BaseException as e:  # the constraints function raised
             self._tell(trial, failed=True, user_attrs=failure_attrs(e))
             raise
-        return self.tell(trial, values if len(values) > 1 else values[0], constraints=constraints)
+        try:  # tell checks values and constraints before it writes anything
+            return self._tell(trial, value, constraints=constraints)
+        except InvalidValueError as e:  # as Optuna: a NaN / non-number is a failed trial
+            warnings.warn(f"Trial {trial.number} failed: {e}", HeadstartWarning, stacklevel=3)
+            return self._tell(trial, failed=True, user_attrs=failure_attrs(e))
 
     def _split_result(self, raw: Any, params: dict[str, Any]) -> tuple[Any, Any]:
         """``(value(s), constraints)`` of what the objective returned: a constrained study's

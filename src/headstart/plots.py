@@ -543,13 +543,12 @@ def default_reference(study: Any) -> list[float]:
         raise NoCompletedTrialsError(
             f"Study {study.name!r} has no completed feasible trial; pass a reference point."
         )
-    Y = np.array([t.values for t in done], dtype=float)
-    ref = []
-    for j, direction in enumerate(study.directions):
-        low, high = Y[:, j].min(), Y[:, j].max()
-        span = (high - low) or max(abs(high), 1.0)
-        ref.append(float(high + 0.1 * span if direction == "minimize" else low - 0.1 * span))
-    return ref
+    from headstart._engine.multi_output import infer_reference
+    from headstart._objectives import to_max
+
+    maximized = to_max(np.array([t.values for t in done], dtype=float), study.directions)
+    reference = infer_reference(maximized, len(study.directions))  # maximized units
+    return [float(r) for r in to_max(reference, study.directions)]  # back: the same flip
 
 
 def plot_pareto_front(study: Any, path: str | Path | None = None):

@@ -290,7 +290,7 @@ class HeadstartSampler(BaseSampler):
         )
         strategy = self._strategy(search_space, study, constrained)
         if strategy.config.multi_output:  # several objectives and / or constraints
-            completed, values = self._output_rows(study, done, names)
+            completed, values = self._output_rows(study, done, names, constrained)
             pruned = []
         else:
             sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
@@ -404,7 +404,11 @@ class HeadstartSampler(BaseSampler):
 
     # --- internals -----------------------------------------------------------------------------
     def _output_rows(
-        self, study: optuna.Study, done: Sequence[FrozenTrial], names: Sequence[str]
+        self,
+        study: optuna.Study,
+        done: Sequence[FrozenTrial],
+        names: Sequence[str],
+        constrained: bool,
     ) -> tuple[list[dict[str, Any]], np.ndarray]:
         """The completed trials' configurations and their ``n x (k + r)`` targets: every
         objective maximized, then the constraint values (trials without them are skipped)."""
@@ -412,9 +416,6 @@ class HeadstartSampler(BaseSampler):
             [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
         )
         completed, rows = [], []
-        constrained = self._constraints_func is not None or any(
-            trial_constraints(t) is not None for t in done
-        )
         for t in done:
             constraints = trial_constraints(t) if constrained else ()
             if constraints is None:  # told before the function ran (or it failed)
