@@ -3,18 +3,22 @@ r"""Several objectives and constraints: headstart against Optuna's samplers, in 
 Problems are BoTorch's test functions (``botorch.test_functions``), all minimized, on the unit
 cube (scaled to each problem's bounds), with their own reference points:
 
-* two objectives: BraninCurrin (d = 2), DTLZ2 (d = 6), ZDT1 (d = 4); three: VehicleSafety (d = 5);
+* two objectives: BraninCurrin (d = 2), DTLZ2 (d = 6), ZDT1-3 (d = 4); three: VehicleSafety
+  (d = 5);
 * two objectives and constraints: C2DTLZ2 (d = 4, 1 constraint), ConstrainedBraninCurrin (d = 2);
-* one objective with constraints: ConstrainedHartmann (d = 6, 1), ConstrainedGramacy (d = 2, 2).
+* one objective with constraints: ConstrainedHartmann (d = 6, 1), ConstrainedGramacy (d = 2, 2);
+* a real trade-off: FC-Net's validation loss against its training time on one of four datasets'
+  tables (``FCNet-<dataset>``, :class:`TableTradeOff`), where ``headstart-transfer``'s sources
+  are the other three datasets.
 
 A constraint value is ``-slack`` (BoTorch's slack is >= 0 when feasible; Optuna's and headstart's
 convention is ``c <= 0``). Methods, each at its defaults: ``headstart`` (``create_study`` with
 ``directions`` / ``constraints``: one GP per output, log EHVI / log constrained EI),
-``headstart-random``, ``headstart-transfer`` (ScaML-GP per output from an earlier random
-40-trial run of the problem with every input shifted by +-0.05: what transfer adds, not a peer
-comparison), Optuna's ``GPSampler`` (log EHVI / constrained log EI), ``TPESampler`` (at its
-defaults and with ``multivariate=True``) and ``NSGAIISampler`` (Optuna's default for several
-objectives), the constrained ones with ``constraints_func``. Metrics per trial: the hypervolume
+``headstart-random``, ``headstart-transfer`` (ScaML-GP per output from earlier runs of related
+tasks: for the BoTorch problems a random 40-trial run with every input shifted by +-0.05, for
+FC-Net the other datasets; what transfer adds, not a peer comparison), Optuna's ``GPSampler``
+(log EHVI / constrained log EI), ``TPESampler`` (at its defaults and with ``multivariate=True``)
+and ``NSGAIISampler`` (Optuna's default for several objectives), the constrained ones with ``constraints_func``. Metrics per trial: the hypervolume
 of the feasible front as a share of the problem's maximum (``max_hv``), or, with one objective,
 the simple regret of the best feasible value (``inf`` before the first feasible trial); seconds
 per suggestion.
@@ -24,7 +28,7 @@ Resumable: finished (problem, method, seed) jobs in the CSV are skipped. Writes
 
 Usage::
 
-    python benchmarks/multi_objective.py                       # 8 problems x 7 methods x 10 seeds
+    python benchmarks/multi_objective.py                       # 14 problems x 7 methods x 10 seeds
     python benchmarks/multi_objective.py --problems BraninCurrin --seeds 1 --budget 12 \
         --methods headstart,optuna-gp --out /tmp/mo             # a smoke run
 """
@@ -55,14 +59,21 @@ PROBLEMS = (
     "BraninCurrin",
     "DTLZ2",
     "ZDT1",
+    "ZDT2",
+    "ZDT3",
     "VehicleSafety",
     "C2DTLZ2",
     "ConstrainedBraninCurrin",
     "ConstrainedHartmann",
     "ConstrainedGramacy",
+    "FCNet-slice",
+    "FCNet-protein",
+    "FCNet-naval",
+    "FCNet-parkinsons",
 )
 SINGLE_OBJECTIVE = ("ConstrainedHartmann", "ConstrainedGramacy")
 SOURCE_TRIALS, SOURCE_SHIFT = 40, 0.05  # headstart-transfer's earlier run: random, shifted inputs
+TABLE_SOURCE_TRIALS = 64  # FC-Net trade-off: random configurations per other dataset
 COLUMNS = ("problem", "method", "seed", "trial", "metric", "feasible", "seconds")
 CHECKPOINTS = (10, 20, 30, 40, 50, 100)
 
@@ -76,6 +87,8 @@ def make_problem(name: str):
         "BraninCurrin": lambda: mo.BraninCurrin(),
         "DTLZ2": lambda: mo.DTLZ2(dim=6, num_objectives=2),
         "ZDT1": lambda: mo.ZDT1(dim=4),
+        "ZDT2": lambda: mo.ZDT2(dim=4),
+        "ZDT3": lambda: mo.ZDT3(dim=4),
         "VehicleSafety": lambda: mo.VehicleSafety(),
         "C2DTLZ2": lambda: mo.C2DTLZ2(dim=4, num_objectives=2),
         "ConstrainedBraninCurrin": lambda: mo.ConstrainedBraninCurrin(),
@@ -86,7 +99,7 @@ def make_problem(name: str):
 
 
 class Evaluator:
-    """A problem on the unit cube: ``(objective values, constraint values)`` of a point."""
+    """A BoTorch problem on the unit cube: ``(objective values, constraint values)`` of a point."""
 
     def __init__(self, name: str) -> None:
         self.problem = make_problem(name)
@@ -95,45 +108,142 @@ class Evaluator:
         self.r = getattr(self.problem, "num_constraints", 0)
         bounds = self.problem.bounds.numpy()
         self.low, self.span = bounds[0], bounds[1] - bounds[0]
+        if self.k > 1:
+            self.ref_point = self.problem.ref_point.tolist()
+            self.max_hv = float(self.problem.max_hv)
+        else:
+            self.optimal_value = float(self.problem.optimal_value)
 
-    def __call__(self, u) -> tuple[list[float], list[float]]:
+    def space(self):
+        import headstart as hs
+
+        return hs.SearchSpace({f"x{i}": hs.Float(0.0, 1.0) for i in range(self.dim)})
+
+    def suggest(self, trial) -> dict:
+        """Optuna's suggestions for a trial."""
+        return {f"x{i}": trial.suggest_float(f"x{i}", 0.0, 1.0) for i in range(self.dim)}
+
+    def __call__(self, params: dict) -> tuple[list[float], list[float]]:
         import torch
 
-        x = torch.tensor([self.low + self.span * np.asarray(u)], dtype=torch.float64)
+        u = np.array([params[f"x{i}"] for i in range(self.dim)])
+        x = torch.tensor([self.low + self.span * u], dtype=torch.float64)
         values = self.problem.evaluate_true(x).reshape(-1).tolist()
         slack = self.problem.evaluate_slack_true(x).reshape(-1).tolist() if self.r else []
         return values, [-s for s in slack]
 
+    def sources(self, seed: int) -> dict[str, list[tuple[dict, list, list]]]:
+        """An earlier run of a related task: random points, every input shifted by +-0.05."""
+        rng = np.random.default_rng(1000 + seed)
+        rows = []
+        for _ in range(SOURCE_TRIALS):
+            u = rng.random(self.dim)
+            shifted = np.clip(u + SOURCE_SHIFT * rng.choice([-1, 1], self.dim), 0, 1)
+            params = {f"x{i}": float(v) for i, v in enumerate(u)}
+            rows.append((params, *self({f"x{i}": float(v) for i, v in enumerate(shifted)})))
+        return {"earlier": rows}
 
-def _run_headstart(ev: Evaluator, seed: int, budget: int, method: str):
+
+class TableTradeOff:
+    r"""FC-Net's accuracy / cost trade-off on one dataset's table (``FCNet-<dataset>``).
+
+    Two objectives, both minimized and on the log scale (as a user would give them; the raw
+    validation MSE spans five decades): ``log val_loss`` and ``log train_time`` (seconds), each
+    the mean of the table's 4 seeds, over the 6 ordinal hyperparameters of
+    :mod:`headstart.benchmarks.hpo_tables` (7,776 configurations; an ``Int`` grid index each).
+    Reference point: the table's median of each objective, so the share measures the good
+    corner of the front; the maximum hypervolume is the table's own front's. The sources for
+    ``headstart-transfer`` are the other three datasets, :data:`TABLE_SOURCE_TRIALS` random
+    configurations each.
+    """
+
+    k, r = 2, 0
+
+    def __init__(self, name: str) -> None:
+        from headstart._engine.multi_output import pareto_mask
+        from headstart._objectives import hypervolume
+        from headstart.benchmarks.hpo_tables import DATASETS, GRIDS
+
+        self.short = name.split("-", 1)[1]
+        self.grids = GRIDS["fcnet"]
+        self.dim = len(self.grids)
+        self.table = self._objectives(DATASETS["fcnet"][self.short])
+        flat = self.table.reshape(-1, 2)
+        self.ref_point = np.median(flat, axis=0).tolist()
+        front = flat[pareto_mask(-flat)]
+        self.max_hv = hypervolume(front, self.ref_point, ["minimize"] * 2)
+        self.others = [d for s, d in DATASETS["fcnet"].items() if s != self.short]
+
+    @staticmethod
+    def _objectives(dataset: str) -> np.ndarray:
+        from headstart.benchmarks.hpo_tables import load_table
+
+        loss = load_table("fcnet", dataset)
+        time_ = load_table("fcnet", dataset, "train_time")
+        return np.stack([np.log(loss), np.log(time_)], axis=-1)
+
+    def space(self):
+        from headstart.benchmarks.hpo_tables import table_space
+
+        return table_space("fcnet")
+
+    def suggest(self, trial) -> dict:
+        return {n: trial.suggest_int(n, 0, len(g) - 1) for n, g in self.grids.items()}
+
+    def __call__(self, params: dict) -> tuple[list[float], list[float]]:
+        return self.table[tuple(int(params[n]) for n in self.grids)].tolist(), []
+
+    def sources(self, seed: int) -> dict[str, list[tuple[dict, list, list]]]:
+        rng = np.random.default_rng(1000 + seed)
+        out = {}
+        for dataset in self.others:
+            table = self._objectives(dataset)
+            flat = rng.choice(table.size // 2, size=TABLE_SOURCE_TRIALS, replace=False)
+            index = np.stack(np.unravel_index(flat, table.shape[:-1]), axis=1)
+            out[dataset] = [
+                (dict(zip(self.grids, map(int, row), strict=True)), table[tuple(row)].tolist(), [])
+                for row in index
+            ]
+        return out
+
+
+def evaluator(name: str):
+    return TableTradeOff(name) if name.startswith("FCNet-") else Evaluator(name)
+
+
+def _run_headstart(ev, seed: int, budget: int, method: str):
     import headstart as hs
     from headstart.storage import get_storage
 
-    space = hs.SearchSpace({f"x{i}": hs.Float(0.0, 1.0) for i in range(ev.dim)})
+    space = ev.space()
     objectives = {"directions": ["minimize"] * ev.k} if ev.k > 1 else {"direction": "minimize"}
     settings = dict(objectives, constraints=ev.r > 0, storage=get_storage(None), seed=seed)
-    if method == "scaml":  # an earlier run of a related task: the inputs shifted by 0.05
-        source = hs.create_study("earlier", space, method="random", **settings)
-        rng = np.random.default_rng(1000 + seed)
-        for _ in range(SOURCE_TRIALS):
-            trial = source.ask()
-            u = np.array([trial.params[f"x{i}"] for i in range(ev.dim)])
-            values, cons = ev(np.clip(u + SOURCE_SHIFT * rng.choice([-1, 1], ev.dim), 0, 1))
-            source.tell(trial, values if ev.k > 1 else values[0], constraints=cons or None)
-        settings["transfer_from"] = ["earlier"]
+    if method == "scaml":  # earlier runs of related tasks
+        sources = ev.sources(seed)
+        for name, rows in sources.items():
+            source = hs.create_study(name, space, method="random", **settings)
+            source.add_trials(
+                [
+                    {"params": p, "values": v, "constraints": c or None}
+                    if ev.k > 1
+                    else {"params": p, "value": v[0], "constraints": c or None}
+                    for p, v, c in rows
+                ]
+            )
+        settings["transfer_from"] = list(sources)
     study = hs.create_study("bench", space, method=method, **settings)
     out = []
     for _ in range(budget):
         t0 = time.perf_counter()
         trial = study.ask()
         seconds = time.perf_counter() - t0
-        values, cons = ev([trial.params[f"x{i}"] for i in range(ev.dim)])
+        values, cons = ev(trial.params)
         study.tell(trial, values if ev.k > 1 else values[0], constraints=cons or None)
         out.append((values, cons, seconds))
     return out
 
 
-def _run_optuna(ev: Evaluator, seed: int, budget: int, method: str):
+def _run_optuna(ev, seed: int, budget: int, method: str):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -153,9 +263,9 @@ def _run_optuna(ev: Evaluator, seed: int, budget: int, method: str):
     for _ in range(budget):
         t0 = time.perf_counter()
         trial = study.ask()
-        u = [trial.suggest_float(f"x{i}", 0.0, 1.0) for i in range(ev.dim)]
+        params = ev.suggest(trial)
         seconds = time.perf_counter() - t0
-        values, cons = ev(u)
+        values, cons = ev(params)
         trial.set_user_attr("constraints", cons)
         study.tell(trial, values)
         out.append((values, cons, seconds))
@@ -167,7 +277,7 @@ def run_job(problem: str, method: str, seed: int, budget: int) -> list[dict]:
     import torch
 
     torch.set_num_threads(1)
-    ev = Evaluator(problem)
+    ev = evaluator(problem)
     runner = _run_headstart if method.startswith("headstart") else _run_optuna
     inner = {"headstart": "gp", "headstart-random": "random", "headstart-transfer": "scaml"}
     inner = inner.get(method, method)
@@ -196,12 +306,11 @@ def metric(ev: Evaluator, feasible_values: list) -> float:
     if ev.k == 1:
         if not feasible_values:
             return math.inf
-        return min(v[0] for v in feasible_values) - float(ev.problem.optimal_value)
+        return min(v[0] for v in feasible_values) - ev.optimal_value
     from headstart._objectives import hypervolume
 
-    ref = ev.problem.ref_point.tolist()
     Y = np.array(feasible_values, dtype=float).reshape(-1, ev.k)
-    return hypervolume(Y, ref, ["minimize"] * ev.k) / float(ev.problem.max_hv)
+    return hypervolume(Y, ev.ref_point, ["minimize"] * ev.k) / ev.max_hv
 
 
 def _done(path: Path, budget: int) -> set:
@@ -220,14 +329,13 @@ def report(path: Path, out: Path, budget: int) -> str:
 
     frame = pd.read_csv(path)
     checkpoints = [t for t in CHECKPOINTS if t <= budget]
-    seeds = frame.groupby("method")["seed"].nunique()
     lines = [
         "# Several objectives and constraints: headstart vs Optuna",
         "",
         "Generated by `python benchmarks/multi_objective.py`. BoTorch test problems (minimized, "
-        f"their reference points), budget {budget}, seeds per method: "
-        + ", ".join(f"{m} {n}" for m, n in seeds.items())
-        + ". Every method at its defaults; Optuna's with `constraints_func` where there are "
+        "their reference points) and FC-Net's loss / training-time trade-off (log scale, the "
+        f"table's median as reference), budget {budget}; each section states its seeds per "
+        "method. Every method at its defaults; Optuna's with `constraints_func` where there are "
         "constraints. Several objectives: hypervolume of the feasible front as a share of the "
         "problem's maximum (higher is better). One objective: simple regret of the best feasible "
         "value (lower is better; `inf` until a feasible trial). Mean over seeds.",
@@ -239,7 +347,11 @@ def report(path: Path, out: Path, budget: int) -> str:
     ranks = []
     for problem, part in frame.groupby("problem", sort=False):
         mo = problem not in SINGLE_OBJECTIVE
-        lines += [f"### {problem} ({'hypervolume share' if mo else 'regret'})", ""]
+        seeds = part.groupby("method")["seed"].nunique()
+        counts = sorted(set(seeds))
+        count = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        what = "hypervolume share" if mo else "regret"
+        lines += [f"### {problem} ({what}; {count} seeds)", ""]
         lines += ["| method | " + " | ".join(f"t={t}" for t in checkpoints) + " | s / ask |"]
         lines += ["|---|" + "---:|" * (len(checkpoints) + 1)]
         at = part[part["trial"].isin(checkpoints)]

