@@ -18,19 +18,23 @@ convention is ``c <= 0``). Methods, each at its defaults: ``headstart`` (``creat
 tasks: for the BoTorch problems a random 40-trial run with every input shifted by +-0.05, for
 FC-Net the other datasets; what transfer adds, not a peer comparison), Optuna's ``GPSampler``
 (log EHVI / constrained log EI), ``TPESampler`` (at its defaults and with ``multivariate=True``)
-and ``NSGAIISampler`` (Optuna's default for several objectives), the constrained ones with ``constraints_func``. Metrics per trial: the hypervolume
+and ``NSGAIISampler`` (Optuna's default for several objectives), and ``botorch``, BoTorch's
+tutorial loop (:func:`_run_botorch`: qLogNEHVI / qLogNEI, told the problem's reference point,
+which the others infer), the constrained ones with ``constraints_func``. Metrics per trial: the hypervolume
 of the feasible front as a share of the problem's maximum (``max_hv``), or, with one objective,
 the simple regret of the best feasible value (``inf`` before the first feasible trial); seconds
 per suggestion.
 
 Resumable: finished (problem, method, seed) jobs in the CSV are skipped. Writes
-``<out>/multi_objective.{csv,md,png}``.
+``<out>/multi_objective.{csv,md,png}``. ``--latency`` instead times single suggestions of
+headstart and ``GPSampler`` after n random trials, on one thread (``multi_objective_latency.md``).
 
 Usage::
 
     python benchmarks/multi_objective.py                       # 14 problems x 7 methods x 10 seeds
     python benchmarks/multi_objective.py --problems BraninCurrin --seeds 1 --budget 12 \
         --methods headstart,optuna-gp --out /tmp/mo             # a smoke run
+    python benchmarks/multi_objective.py --latency 50 200       # seconds per suggestion
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ METHODS = (
     "optuna-tpe",
     "optuna-tpe-mv",
     "optuna-nsga2",
+    "botorch",
     "headstart-transfer",
 )
 PROBLEMS = (
@@ -272,13 +277,109 @@ def _run_optuna(ev, seed: int, budget: int, method: str):
     return out
 
 
+def _unit_params(ev, u: np.ndarray) -> dict:
+    """The configuration a unit-cube point names (table problems: the nearest grid index)."""
+    if isinstance(ev, TableTradeOff):
+        pairs = zip(u, ev.grids.items(), strict=True)
+        return {n: round(float(v) * (len(g) - 1)) for v, (n, g) in pairs}
+    return {f"x{i}": float(v) for i, v in enumerate(u)}
+
+
+def _snap_unit(ev, u: np.ndarray) -> np.ndarray:
+    """``u`` moved onto the grid its configuration has (identity for continuous problems)."""
+    if not isinstance(ev, TableTradeOff):
+        return u
+    sizes = np.array([len(g) - 1 for g in ev.grids.values()], dtype=float)
+    return np.round(u * sizes) / sizes
+
+
+def _run_botorch(ev, seed: int, budget: int, method: str):
+    """BoTorch's tutorial loop: ``2 (d + 1)`` Sobol points, then one ``SingleTaskGP`` per output
+    (a ``ModelListGP``), qLogNEHVI (several objectives, at the problem's reference point) or
+    qLogNEI (one), the constraints as BoTorch's ``constraints`` (feasible when ``<= 0``),
+    ``optimize_acqf`` with 10 restarts and 512 raw samples; q = 1."""
+    import torch
+    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+    from botorch.acquisition.multi_objective.logei import (
+        qLogNoisyExpectedHypervolumeImprovement,
+    )
+    from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+    from botorch.acquisition.objective import GenericMCObjective
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import ModelListGP, SingleTaskGP
+    from botorch.optim import optimize_acqf
+    from botorch.sampling import SobolQMCNormalSampler
+    from botorch.utils.sampling import draw_sobol_samples
+    from gpytorch.mlls import SumMarginalLogLikelihood
+
+    torch.manual_seed(seed)
+    d, k = ev.dim, ev.k
+    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).double()
+    n_init = min(2 * (d + 1), budget)
+    initial = draw_sobol_samples(bounds, n=n_init, q=1, seed=seed).squeeze(1).numpy()
+    X, Y, out = [], [], []
+
+    def evaluate(u: np.ndarray, seconds: float) -> None:
+        u = _snap_unit(ev, np.clip(u, 0.0, 1.0))
+        values, cons = ev(_unit_params(ev, u))
+        X.append(u)
+        Y.append([-v for v in values] + list(cons))  # objectives maximized, constraints <= 0
+        out.append((values, cons, seconds))
+
+    for u in initial:
+        evaluate(u, 0.0)
+    constraints = [lambda Z, j=j: Z[..., k + j] for j in range(ev.r)]
+    while len(out) < budget:
+        t0 = time.perf_counter()
+        train_x = torch.tensor(np.array(X), dtype=torch.float64)
+        train_y = torch.tensor(np.array(Y), dtype=torch.float64)
+        models = [SingleTaskGP(train_x, train_y[:, j : j + 1]) for j in range(train_y.shape[1])]
+        model = ModelListGP(*models)
+        fit_gpytorch_mll(SumMarginalLogLikelihood(model.likelihood, model))
+        sampler = SobolQMCNormalSampler(torch.Size([128]))
+        if k > 1:
+            acq = qLogNoisyExpectedHypervolumeImprovement(
+                model,
+                ref_point=[-r for r in ev.ref_point],
+                X_baseline=train_x,
+                sampler=sampler,
+                objective=IdentityMCMultiOutputObjective(outcomes=list(range(k))),
+                constraints=constraints or None,
+                prune_baseline=True,
+            )
+        else:
+            acq = qLogNoisyExpectedImprovement(
+                model,
+                X_baseline=train_x,
+                sampler=sampler,
+                objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
+                constraints=constraints or None,
+            )
+        candidate, _ = optimize_acqf(
+            acq,
+            bounds=bounds,
+            q=1,
+            num_restarts=10,
+            raw_samples=512,
+            options={"batch_limit": 5, "maxiter": 200},
+        )
+        evaluate(candidate.detach().numpy()[0], time.perf_counter() - t0)
+    return out
+
+
 def run_job(problem: str, method: str, seed: int, budget: int) -> list[dict]:
     """One run: a row per trial with the metric after it."""
     import torch
 
     torch.set_num_threads(1)
     ev = evaluator(problem)
-    runner = _run_headstart if method.startswith("headstart") else _run_optuna
+    runner = (
+        _run_headstart
+        if method.startswith("headstart")
+        else _run_botorch
+        if method == "botorch"
+        else _run_optuna
+    )
     inner = {"headstart": "gp", "headstart-random": "random", "headstart-transfer": "scaml"}
     inner = inner.get(method, method)
     trials = runner(ev, seed, budget, inner)
@@ -427,17 +528,159 @@ def _results(jobs: list[tuple], budget: int, workers: int):
             yield futures[future], future.result()
 
 
+def _latency_rows(ev, n: int, rng: np.random.Generator) -> list[tuple[dict, list, list]]:
+    """``n`` uniform random points of ``ev``'s space with their results."""
+    rows = []
+    for _ in range(n):
+        if isinstance(ev, TableTradeOff):
+            params = {name: int(rng.integers(len(g))) for name, g in ev.grids.items()}
+        else:
+            params = {f"x{i}": float(rng.random()) for i in range(ev.dim)}
+        rows.append((params, *ev(params)))
+    return rows
+
+
+def _time_headstart(ev, rows, repeats: int) -> list[float]:
+    import headstart as hs
+    from headstart.storage import get_storage
+
+    objectives = {"directions": ["minimize"] * ev.k} if ev.k > 1 else {"direction": "minimize"}
+    study = hs.create_study(
+        "latency", ev.space(), constraints=ev.r > 0, storage=get_storage(None), seed=0, **objectives
+    )
+    study.add_trials(
+        [
+            {"params": p, "values": v, "constraints": c or None}
+            if ev.k > 1
+            else {"params": p, "value": v[0], "constraints": c or None}
+            for p, v, c in rows
+        ]
+    )
+    seconds = []
+    for i in range(repeats + 1):  # the first ask warms the fit, as inside a running loop
+        t0 = time.perf_counter()
+        trial = study.ask()
+        if i:
+            seconds.append(time.perf_counter() - t0)
+        values, cons = ev(trial.params)
+        study.tell(trial, values if ev.k > 1 else values[0], constraints=cons or None)
+    return seconds
+
+
+def _time_optuna(ev, rows, repeats: int) -> list[float]:
+    import optuna
+    from optuna.samplers._base import _CONSTRAINTS_KEY
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    kwargs = {"constraints_func": lambda t: t.user_attrs["constraints"]} if ev.r else {}
+    study = optuna.create_study(
+        directions=["minimize"] * ev.k, sampler=optuna.samplers.GPSampler(seed=0, **kwargs)
+    )
+    probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    ev.suggest(probe)  # the problem's distributions, as its suggest calls declare them
+    distributions = probe.distributions
+    study.add_trials(
+        [
+            optuna.trial.create_trial(
+                params=p,
+                distributions=distributions,
+                values=v,
+                user_attrs={"constraints": c},
+                system_attrs={_CONSTRAINTS_KEY: c} if c else None,  # what constraints_func sets
+            )
+            for p, v, c in rows
+        ]
+    )
+    seconds = []
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        trial = study.ask()
+        params = ev.suggest(trial)
+        if i:
+            seconds.append(time.perf_counter() - t0)
+        values, cons = ev(params)
+        trial.set_user_attr("constraints", cons)
+        study.tell(trial, values)
+    return seconds
+
+
+def latency(problems: list[str], sizes: list[int], repeats: int, out: Path) -> str:
+    """Median seconds per suggestion after ``n`` random trials, one thread for every library
+    (headstart's and Optuna's ``ask`` on the same points); writes
+    ``multi_objective_latency.{csv,md}``."""
+    import statistics
+
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    rows_out = []
+    with threadpool_limits(1):
+        for problem in problems:
+            ev = evaluator(problem)
+            for n in sizes:
+                rows = _latency_rows(ev, n, np.random.default_rng(n))
+                for method, timer in (("headstart", _time_headstart), ("optuna-gp", _time_optuna)):
+                    seconds = timer(ev, rows, repeats)
+                    rows_out.append((problem, n, method, statistics.median(seconds)))
+                    print(rows_out[-1], file=sys.stderr, flush=True)
+    with (out / "multi_objective_latency.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["problem", "n", "method", "median_seconds"])
+        writer.writerows(rows_out)
+    lines = [
+        "# Seconds per suggestion with several objectives or constraints",
+        "",
+        "Generated by `python benchmarks/multi_objective.py --latency`. Each library's study holds "
+        f"the same n uniform random trials; one untimed `ask` warms its fit, then the median of "
+        f"{repeats} timed `ask` calls (each told before the next), every library on one thread.",
+        "",
+        "| problem | n | headstart (s) | optuna-gp (s) | ratio |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    table = {(p, n, m): s for p, n, m, s in rows_out}
+    for problem in problems:
+        for n in sizes:
+            a, b = table[(problem, n, "headstart")], table[(problem, n, "optuna-gp")]
+            lines.append(f"| {problem} | {n} | {a:.3f} | {b:.3f} | {a / b:.2f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "multi_objective_latency.md").write_text(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--problems", default=",".join(PROBLEMS))
-    p.add_argument("--methods", default=",".join(METHODS))
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--budget", type=int, default=50)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--out", type=Path, default=DOCS)
-    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--problems", default=",".join(PROBLEMS), help="comma-separated problems")
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 of every pair")
+    p.add_argument("--budget", type=int, default=50, help="trials per run")
+    p.add_argument("--workers", type=int, default=2, help="processes running jobs")
+    p.add_argument("--out", type=Path, default=DOCS, help="folder of the CSV and reports")
+    p.add_argument("--report-only", action="store_true", help="report the CSV; run nothing")
+    p.add_argument(
+        "--latency",
+        type=int,
+        nargs="*",
+        metavar="N",
+        help="time single asks after N random trials instead (default sizes 50 200)",
+    )
+    p.add_argument("--repeats", type=int, default=3, help="timed asks per size (--latency)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.latency is not None:
+        problems = (
+            args.problems.split(",")
+            if args.problems != ",".join(PROBLEMS)
+            else [
+                "DTLZ2",
+                "VehicleSafety",
+                "ConstrainedBraninCurrin",
+                "ConstrainedHartmann",
+            ]
+        )
+        sizes = args.latency or [50, 200]
+        sys.stdout.write(latency(problems, sizes, args.repeats, args.out))
+        return 0
     path = args.out / "multi_objective.csv"
     if not args.report_only:
         done = _done(path, args.budget)

