@@ -479,10 +479,46 @@ def report(path: Path, out: Path, budget: int) -> str:
     for m in [m for m in methods if m in rank_table.index]:
         row = rank_table.loc[m]
         lines.append(f"| {m} | " + " | ".join(f"{v:.2f}" for v in row) + f" | {row.mean():.2f} |")
+    lines += ["", *summary_table(frame, budget)]
     text = "\n".join(lines) + "\n"
     (out / "multi_objective.md").write_text(text)
     _plot(frame, out / "multi_objective.png", methods)
     return text
+
+
+SUMMARY = (
+    ("headstart", "headstart"),
+    ("optuna-gp", "Optuna `GPSampler`"),
+    ("botorch", "BoTorch qLogNEHVI"),
+    ("optuna-tpe-mv", "TPE (multivariate)"),
+    ("optuna-nsga2", "NSGA-II"),
+    ("headstart-transfer", "headstart + sources"),
+)
+
+
+def summary_table(frame, budget: int) -> list[str]:
+    """The README's table: each problem's mean metric at ``budget`` per method, the best of the
+    methods without sources in bold (``headstart + sources`` has an earlier run's data)."""
+    last = frame[frame["trial"] == budget]
+    means = last.groupby(["problem", "method"])["metric"].mean().unstack()
+    cols = [(m, label) for m, label in SUMMARY if m in means.columns]
+    lines = [
+        f"### Summary at t = {budget} (hypervolume share; regret for one objective)",
+        "",
+        "| problem | " + " | ".join(label for _, label in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    for problem in dict.fromkeys(frame["problem"]):
+        row = means.loc[problem]
+        peers = row[[m for m, _ in cols if m != "headstart-transfer"]].dropna()
+        best = peers.idxmin() if problem in SINGLE_OBJECTIVE else peers.idxmax()
+        cells = []
+        for m, _ in cols:
+            text = "–" if np.isnan(row[m]) else f"{row[m]:.4g}"
+            cells.append(f"**{text}**" if m == best else text)
+        what = " (regret)" if problem in SINGLE_OBJECTIVE else ""
+        lines.append(f"| {problem}{what} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _plot(frame, path: Path, methods: list[str]) -> None:
