@@ -513,3 +513,11 @@ def test_fcnet_trade_off_reads_the_tables_and_the_other_datasets():
     assert all(len(rows) == module.TABLE_SOURCE_TRIALS for rows in sources.values())
     with pytest.raises(hs.InvalidSettingError, match="no metric"):
         load_table("fcnet", "naval_propulsion", "no_such_metric")
+
+
+def test_constrained_swap_smoke(tmp_path):
+    module = benchmark_script("constrained_swap")
+    argv = ["--cases", "ConstrainedGramacy:3:6", "--more", "1", "--reps", "1"]
+    assert module.main([*argv, "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "constrained_swap.md").read_text()
+    assert "| ConstrainedGramacy | 3 | 6 |" in text and "| GPSampler |" in text
