@@ -26,7 +26,7 @@ the simple regret of the best feasible value (``inf`` before the first feasible 
 per suggestion.
 
 Resumable: finished (problem, method, seed) jobs in the CSV are skipped. Writes
-``<out>/multi_objective.{csv,md,png}``. ``--latency`` instead times single suggestions of
+``<out>/multi_objective.{csv.gz,md,png}``. ``--latency`` instead times single suggestions of
 headstart and ``GPSampler`` after n random trials, on one thread (``multi_objective_latency.md``).
 
 Usage::
@@ -463,7 +463,7 @@ def report(path: Path, out: Path, budget: int) -> str:
                 continue
             cells = " | ".join(f"{table.loc[m, t]:.4g}" for t in checkpoints)
             lines.append(f"| {m} | {cells} | {secs[m]:.3f} |")
-        last = part[(part["trial"] == budget) & (part["method"] != "headstart-transfer")].copy()
+        last = part[(part["trial"] == budget) & ~part["method"].isin(UNRANKED)].copy()
         last["score"] = last["metric"] if mo else -last["metric"]
         last["rank"] = last.groupby("seed")["score"].rank(ascending=False)
         ranks.append(last.groupby("method")["rank"].mean().rename(problem))
@@ -471,7 +471,8 @@ def report(path: Path, out: Path, budget: int) -> str:
     rank_table = pd.concat(ranks, axis=1)
     lines += [
         f"### Mean rank at t = {budget} (1 = best; per seed, then averaged; without "
-        "`headstart-transfer`, which has an earlier run's data)",
+        "`headstart-transfer`, which has an earlier run's data, and `botorch`, run on 5 of the "
+        "problems)",
         "",
     ]
     lines += ["| method | " + " | ".join(rank_table.columns) + " | mean |"]
@@ -479,7 +480,8 @@ def report(path: Path, out: Path, budget: int) -> str:
     for m in [m for m in methods if m in rank_table.index]:
         row = rank_table.loc[m]
         lines.append(f"| {m} | " + " | ".join(f"{v:.2f}" for v in row) + f" | {row.mean():.2f} |")
-    lines += ["", *summary_table(frame, budget)]
+    lines += ["", *summary_table(frame, budget), "", *summary_table(frame, budget, log_gap=True)]
+    lines += ["", *transfer_table(frame)]
     text = "\n".join(lines) + "\n"
     (out / "multi_objective.md").write_text(text)
     _plot(frame, out / "multi_objective.png", methods)
@@ -496,28 +498,66 @@ SUMMARY = (
 )
 
 
-def summary_table(frame, budget: int) -> list[str]:
+UNRANKED = ("headstart-transfer", "botorch")
+
+
+def summary_table(frame, budget: int, log_gap: bool = False) -> list[str]:
     """The README's table: each problem's mean metric at ``budget`` per method, the best of the
-    methods without sources in bold (``headstart + sources`` has an earlier run's data)."""
-    last = frame[frame["trial"] == budget]
+    methods without sources in bold (``headstart + sources`` has an earlier run's data).
+
+    With ``log_gap``: the several-objective problems only, as the mean over seeds of
+    ``log10(1 - share)``, the log hypervolume difference to the maximum (lower is better)."""
+    last = frame[frame["trial"] == budget].copy()
+    if log_gap:
+        last = last[~last["problem"].isin(SINGLE_OBJECTIVE)]
+        last["metric"] = np.log10(np.clip(1.0 - last["metric"], 1e-12, None))
     means = last.groupby(["problem", "method"])["metric"].mean().unstack()
     cols = [(m, label) for m, label in SUMMARY if m in means.columns]
+    title = (
+        "log10 hypervolume gap to the maximum, mean over seeds; lower is better"
+        if log_gap
+        else "hypervolume share; regret for one objective"
+    )
     lines = [
-        f"### Summary at t = {budget} (hypervolume share; regret for one objective)",
+        f"### Summary at t = {budget} ({title})",
         "",
         "| problem | " + " | ".join(label for _, label in cols) + " |",
         "|---|" + "---:|" * len(cols),
     ]
-    for problem in dict.fromkeys(frame["problem"]):
+    for problem in dict.fromkeys(last["problem"]):
         row = means.loc[problem]
         peers = row[[m for m, _ in cols if m != "headstart-transfer"]].dropna()
-        best = peers.idxmin() if problem in SINGLE_OBJECTIVE else peers.idxmax()
+        lower = log_gap or problem in SINGLE_OBJECTIVE
+        best = peers.idxmin() if lower else peers.idxmax()
         cells = []
         for m, _ in cols:
             text = "–" if np.isnan(row[m]) else f"{row[m]:.4g}"
             cells.append(f"**{text}**" if m == best else text)
         what = " (regret)" if problem in SINGLE_OBJECTIVE else ""
         lines.append(f"| {problem}{what} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def transfer_table(frame, early: int = 10, late: int = 25) -> list[str]:
+    """FC-Net with the other datasets as sources: the hypervolume share at trial ``early`` with
+    sources against trial ``late`` without (issue 34's target), mean over seeds."""
+    part = frame[frame["problem"].str.startswith("FCNet-")]
+    if part.empty or "headstart-transfer" not in set(part["method"]):
+        return []
+    means = part.groupby(["problem", "method", "trial"])["metric"].mean()
+    lines = [
+        f"### Sources on FC-Net: trial {early} with them against trial {late} without",
+        "",
+        f"| problem | headstart + sources, t={early} | headstart, t={late} | "
+        f"GPSampler, t={late} | met |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for problem in dict.fromkeys(part["problem"]):
+        with_sources = means[problem, "headstart-transfer", early]
+        without = means[problem, "headstart", late]
+        peer = means.get((problem, "optuna-gp", late), float("nan"))
+        met = "yes" if with_sources >= without else "no"
+        lines.append(f"| {problem} | {with_sources:.3f} | {without:.3f} | {peer:.3f} | {met} |")
     return lines
 
 
@@ -717,7 +757,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = args.latency or [50, 200]
         sys.stdout.write(latency(problems, sizes, args.repeats, args.out))
         return 0
-    path = args.out / "multi_objective.csv"
+    from headstart.benchmarks.runner import pack_csv, unpack_csv
+
+    path = unpack_csv(args.out / "multi_objective.csv")  # committed gzipped
     if not args.report_only:
         done = _done(path, args.budget)
         jobs = [
@@ -737,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.flush()
                 print(f"[{i + 1}/{len(jobs)}] {job}", file=sys.stderr, flush=True)
     sys.stdout.write(report(path, args.out, args.budget))
+    pack_csv(path)
     return 0
 
 

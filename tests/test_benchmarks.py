@@ -478,7 +478,7 @@ def test_multi_objective_script_smoke(tmp_path):
     assert module.main([*argv, "--report-only"]) == 0  # resumable: nothing left to run
     import pandas as pd
 
-    rows = pd.read_csv(tmp_path / "multi_objective.csv")
+    rows = pd.read_csv(tmp_path / "multi_objective.csv.gz")  # committed gzipped
     assert len(rows) == 2 * 2 * 4  # 2 problems x 2 methods x 4 trials, nothing run twice
 
 
