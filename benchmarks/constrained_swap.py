@@ -42,7 +42,7 @@ def _continue_headstart(ev, history, seed: int, more: int) -> list:
     study = hs.create_study(
         "continued", ev.space(), constraints=True, storage=get_storage(None), seed=seed
     )
-    study.add_trials([{"params": p, "value": v[0], "constraints": c} for p, v, c in history])
+    study.add_trials(mo.headstart_rows(ev, history))
     out = list(history)
     for _ in range(more):
         trial = study.ask()
@@ -54,27 +54,13 @@ def _continue_headstart(ev, history, seed: int, more: int) -> list:
 
 def _continue_optuna(ev, history, seed: int, more: int) -> list:
     import optuna
-    from optuna.samplers._base import _CONSTRAINTS_KEY
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.GPSampler(
         seed=seed, constraints_func=lambda t: t.user_attrs["constraints"]
     )
     study = optuna.create_study(sampler=sampler)
-    probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
-    ev.suggest(probe)
-    study.add_trials(
-        [
-            optuna.trial.create_trial(
-                params=p,
-                distributions=probe.distributions,
-                value=v[0],
-                user_attrs={"constraints": c},
-                system_attrs={_CONSTRAINTS_KEY: c},
-            )
-            for p, v, c in history
-        ]
-    )
+    study.add_trials(mo.optuna_rows(ev, history))
     out = list(history)
     for _ in range(more):
         trial = study.ask()

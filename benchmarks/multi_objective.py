@@ -219,6 +219,36 @@ def evaluator(name: str):
     return TableTradeOff(name) if name.startswith("FCNet-") else Evaluator(name)
 
 
+def headstart_rows(ev, rows: list[tuple[dict, list, list]]) -> list[dict]:
+    """``(params, values, constraints)`` results as rows for headstart's ``add_trials``."""
+    return [
+        {"params": p, "values": v, "constraints": c or None}
+        if ev.k > 1
+        else {"params": p, "value": v[0], "constraints": c or None}
+        for p, v, c in rows
+    ]
+
+
+def optuna_rows(ev, rows: list[tuple[dict, list, list]]) -> list:
+    """The same results as Optuna ``FrozenTrial`` s for ``study.add_trials``, with the constraint
+    values where ``constraints_func`` would have stored them."""
+    import optuna
+    from optuna.samplers._base import _CONSTRAINTS_KEY
+
+    probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    ev.suggest(probe)  # the problem's distributions, as its suggest calls declare them
+    return [
+        optuna.trial.create_trial(
+            params=p,
+            distributions=probe.distributions,
+            values=v,
+            user_attrs={"constraints": c},
+            system_attrs={_CONSTRAINTS_KEY: c} if c else None,
+        )
+        for p, v, c in rows
+    ]
+
+
 def _run_headstart(ev, seed: int, budget: int, method: str):
     import headstart as hs
     from headstart.storage import get_storage
@@ -232,14 +262,7 @@ def _run_headstart(ev, seed: int, budget: int, method: str):
         sources = ev.sources(seed)
         for name, rows in sources.items():
             source = hs.create_study(name, space, method="random", **settings)
-            source.add_trials(
-                [
-                    {"params": p, "values": v, "constraints": c or None}
-                    if ev.k > 1
-                    else {"params": p, "value": v[0], "constraints": c or None}
-                    for p, v, c in rows
-                ]
-            )
+            source.add_trials(headstart_rows(ev, rows))
         settings["transfer_from"] = list(sources)
     study = hs.create_study("bench", space, method=method, **settings)
     out = []
@@ -634,14 +657,7 @@ def _time_headstart(ev, rows, repeats: int) -> list[float]:
     study = hs.create_study(
         "latency", ev.space(), constraints=ev.r > 0, storage=get_storage(None), seed=0, **objectives
     )
-    study.add_trials(
-        [
-            {"params": p, "values": v, "constraints": c or None}
-            if ev.k > 1
-            else {"params": p, "value": v[0], "constraints": c or None}
-            for p, v, c in rows
-        ]
-    )
+    study.add_trials(headstart_rows(ev, rows))
     seconds = []
     for i in range(repeats + 1):  # the first ask warms the fit, as inside a running loop
         t0 = time.perf_counter()
@@ -655,28 +671,13 @@ def _time_headstart(ev, rows, repeats: int) -> list[float]:
 
 def _time_optuna(ev, rows, repeats: int) -> list[float]:
     import optuna
-    from optuna.samplers._base import _CONSTRAINTS_KEY
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     kwargs = {"constraints_func": lambda t: t.user_attrs["constraints"]} if ev.r else {}
     study = optuna.create_study(
         directions=["minimize"] * ev.k, sampler=optuna.samplers.GPSampler(seed=0, **kwargs)
     )
-    probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
-    ev.suggest(probe)  # the problem's distributions, as its suggest calls declare them
-    distributions = probe.distributions
-    study.add_trials(
-        [
-            optuna.trial.create_trial(
-                params=p,
-                distributions=distributions,
-                values=v,
-                user_attrs={"constraints": c},
-                system_attrs={_CONSTRAINTS_KEY: c} if c else None,  # what constraints_func sets
-            )
-            for p, v, c in rows
-        ]
-    )
+    study.add_trials(optuna_rows(ev, rows))
     seconds = []
     for i in range(repeats + 1):
         t0 = time.perf_counter()
