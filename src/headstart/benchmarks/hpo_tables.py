@@ -190,9 +190,10 @@ def load_seed_tables(bench: str, dataset: str, metric: str | None = None) -> np.
     return values
 
 
-@cache
 def _raw_table(bench: str, dataset: str) -> tuple[dict, list[list[int]]]:
-    """The package's raw ``{index string: {metric: [per seed]}}`` and its key order."""
+    """The package's raw ``{index string: {metric: [per seed]}}`` and its key order. Not cached:
+    an HPOBench-MLP table holds ~40 MB as Python objects, and only the arrays built from it
+    (:func:`load_seed_tables`, cached) are kept."""
     cls = _benchmark_class(bench)
     return cls(dataset_name=dataset, seed=0)._dataset, _table_key_order(bench, cls.search_space)
 
