@@ -88,6 +88,17 @@ def test_default_initial_design_size():
 
     assert default_n_initial(6, 50) == 10 and default_n_initial(2, 50) == 5
     assert default_n_initial(3, None) == 7 and default_n_initial(6, 3) == 1
+    # several objectives or constraints: 10 points whatever d, still capped by budget / 5
+    assert default_n_initial(2, None, multi_output=True) == 10
+    assert default_n_initial(2, 30, multi_output=True) == 6
+
+
+def test_studies_with_several_outputs_start_their_models_after_ten_points():
+    constrained = hs.create_study("c", space2(), storage=None, constraints=True, seed=0)
+    two = hs.create_study("mo", space2(), storage=None, directions=["minimize"] * 2, seed=0)
+    single = hs.create_study("s", space2(), storage=None, seed=0)
+    assert constrained._strategy.n_initial == two._strategy.n_initial == 10
+    assert single._strategy.n_initial == 5
 
 
 def test_maximize_direction_and_best_trial():

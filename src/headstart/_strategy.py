@@ -44,9 +44,18 @@ the uncapped ``2 d + 1`` = 41 Sobol points, or ``budget / 5`` = 20, left the GP 
 14.9. For ``d <= 4`` the cap changes nothing."""
 
 
-def default_n_initial(dim: int, budget: int | None) -> int:
-    """``min(2 d + 1, 10, budget / 5)`` (at least 1); the budget term only when it is known."""
-    n = min(2 * dim + 1, MAX_DEFAULT_N_INITIAL)
+def default_n_initial(dim: int, budget: int | None, multi_output: bool = False) -> int:
+    """``min(2 d + 1, 10, budget / 5)`` (at least 1); the budget term only when it is known.
+
+    A study with several objectives or with constraints starts its models after
+    ``min(10, budget / 5)`` points whatever ``d``: each output's GP must see the shape of its
+    own function before the joint criterion (log EHVI, log constrained EI) can trade them off.
+    Measured (``docs/benchmarks/multi_objective.md``, the ``headstart-init10`` arm): on the
+    2-D problems where ``2 d + 1 = 5`` points left seeds stuck (ConstrainedGramacy and
+    ConstrainedBraninCurrin, 30 seeds) 10 points removed every stuck seed, and on the held-out
+    BNH, SRN, CONSTR and GMM (10 seeds) they raised the mean hypervolume share from 0.832 to
+    0.945."""
+    n = MAX_DEFAULT_N_INITIAL if multi_output else min(2 * dim + 1, MAX_DEFAULT_N_INITIAL)
     if budget is not None:
         n = min(n, budget // 5)
     return max(n, 1)
@@ -197,7 +206,11 @@ class Strategy:
         self.state_key = state_key
         n_initial = config.n_initial
         if n_initial is None:
-            n_initial = default_n_initial(space.dim, config.budget) if spec.initial_design else 0
+            n_initial = (
+                default_n_initial(space.dim, config.budget, config.multi_output)
+                if spec.initial_design
+                else 0
+            )
             if spec.initial_design and spec.n_initial is not None:
                 n_initial = spec.n_initial
         self.n_initial = n_initial
