@@ -187,7 +187,7 @@ class Evaluator:
         import torch
 
         u = np.array([params[f"x{i}"] for i in range(self.dim)])
-        x = torch.tensor([self.low + self.span * u], dtype=torch.float64)
+        x = torch.from_numpy(np.asarray(self.low + self.span * u, dtype=np.float64)[None, :])
         values = self.problem.evaluate_true(x).reshape(-1).tolist()
         slack = self.problem.evaluate_slack_true(x).reshape(-1).tolist() if self.r else []
         return values, [-s for s in slack]

@@ -857,6 +857,11 @@ for _margin in (1, 3):
         description=f"headstart ScaML-GP, handover=True with a {_margin}-nat margin (issue 31)",
     )
 register_method(
+    "headstart-gp-init10",
+    GPVariant((("n_initial", 10),)),
+    description="headstart GP-BO at its defaults with 10 initial points whatever d (GPSampler's)",
+)
+register_method(
     "headstart-gp-kumaraswamy",
     GPVariant((("input_warp", "kumaraswamy"),)),
     description="headstart GP-BO at its defaults with input_warp='kumaraswamy' (issue 30)",
