@@ -98,7 +98,7 @@ def test_studies_with_several_outputs_start_their_models_after_ten_points():
     two = hs.create_study("mo", space2(), storage=None, directions=["minimize"] * 2, seed=0)
     single = hs.create_study("s", space2(), storage=None, seed=0)
     assert constrained._strategy.n_initial == two._strategy.n_initial == 10
-    assert single._strategy.n_initial == 5
+    assert single._strategy.n_initial == 7  # 2 d + 1 for this 3-parameter space
 
 
 def test_maximize_direction_and_best_trial():
