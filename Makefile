@@ -8,7 +8,7 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaf
 # or AMD, runs. A test whose result depends on the kernels fails in one of the two passes.
 AVX2_ENV := OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2
 
-.PHONY: demo test test-avx2 lint format bench bench-peers clean
+.PHONY: demo test test-slow test-avx2 lint format bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,12 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
+
+# The long statistical checks and benchmark smoke runs (marked slow), kept out of `make test`'s
+# five minutes; CI runs them, and test-avx2 runs everything.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m slow
 
 test-avx2: $(STAMP)
 	$(AVX2_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup

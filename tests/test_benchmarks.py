@@ -406,6 +406,7 @@ def test_early_regret_summary_reports_trials_and_ratios():
     assert "| t | base | 0.5 | 0.5 | 0.5 |" in text
 
 
+@pytest.mark.slow
 def test_report_time_script_smoke(tmp_path):
     module = benchmark_script("report_time")
     out = tmp_path / "rt"

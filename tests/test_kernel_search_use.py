@@ -214,6 +214,7 @@ def test_kernel_settings_are_validated_at_create_study():
 
 
 # --- benchmark smoke run ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_kernel_search_benchmark_smoke(tmp_path):
     spec = importlib.util.spec_from_file_location(
         "kernel_search", ROOT / "benchmarks" / "kernel_search.py"

@@ -115,6 +115,7 @@ def test_known_structure_suite_is_canonical_and_reproducible():
     assert np.array_equal(again[1], y)
 
 
+@pytest.mark.slow
 def test_the_truth_has_the_highest_evidence_on_large_n():
     """Averaged over three draws of 300 points, the generating kernel scores above the base
     kernels and the one-move variants a search would meet on its way."""

@@ -183,6 +183,7 @@ def test_workers_load_the_meta_fit_the_parent_made_once(tmp_path, monkeypatch):
     assert sum(1 for t in study.trials if t.state == "complete") == 4
 
 
+@pytest.mark.slow
 def test_a_dask_cluster_spreads_a_large_meta_fit(tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     from headstart import _parallel

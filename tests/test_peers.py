@@ -63,6 +63,7 @@ def _check(records, budget):
     assert all(r["seconds_suggest"] >= 0 and np.isfinite(r["value"]) for r in records)
 
 
+@pytest.mark.slow
 def test_smac_hpo_runs_on_a_mixed_space_and_is_seeded():
     pytest.importorskip("smac")
     run = get_method("smac-hpo")
