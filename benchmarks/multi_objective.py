@@ -325,11 +325,12 @@ def _tell_headstart(study, trial, ev) -> tuple[list, list]:
 
 def _run_headstart(ev, seed: int, budget: int, method: str):
     import headstart as hs
+    from headstart._strategy import default_n_initial
 
     space = ev.space()
     settings = _headstart_settings(ev, seed)
-    if method == "gp-init2d1":  # the ablation: single-objective design, min(2d+1, 10) points
-        method, settings["n_initial"] = "gp", min(2 * ev.dim + 1, 10)
+    if method == "gp-init2d1":  # the ablation: the single-objective design, min(2d+1, 10)
+        method, settings["n_initial"] = "gp", default_n_initial(ev.dim, None)
     if method == "scaml":  # earlier runs of related tasks
         sources = ev.sources(seed)
         for name, rows in sources.items():

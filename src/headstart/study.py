@@ -194,7 +194,8 @@ def create_study(
             Default: ``"scaml"`` when ``transfer_from`` is given, ``"mphd"`` with
             ``prior_model``, else ``"gp"``.
         seed: Seed of every suggestion (drawn at random and stored when ``None``).
-        n_initial: Size of the Sobol initial design (default ``min(2d + 1, 10, budget / 5)``).
+        n_initial: Size of the Sobol initial design (default ``min(2d + 1, 10, budget / 5)``;
+            ``min(10, budget / 5)`` with several objectives or constraints).
         budget: Planned number of trials (sets the default ``n_initial``).
         acquisition: ``"logei"``, ``"ei"``, ``"pi"``, ``"ucb"`` or ``"ts"``; default ``"logei"``,
             ``"ei"`` when priors are active (piBO; measured to recover faster from a wrong prior);

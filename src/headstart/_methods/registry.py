@@ -217,7 +217,8 @@ class MethodSpec:
         prefit: ``BuildContext -> None``: fits and caches what every process of the study
             shares (meta-task GPs), so that parallel workers load it instead of each fitting it.
         n_initial: Initial-design size when the study sets none (``None``: the general rule
-            ``min(2 d + 1, 10, budget / 5)``).
+            ``min(2 d + 1, 10, budget / 5)``, or ``min(10, budget / 5)`` with several
+            objectives or constraints; :func:`headstart._strategy.default_n_initial`).
         check_sources: ``meta_tasks -> None``, raising a :class:`~headstart.HeadstartError` for
             sources the method cannot use; ``create_study`` calls it before storing anything.
         prefit_at_creation: ``create_study`` runs ``prefit`` (with its progress bar), so a long
