@@ -56,6 +56,9 @@ class StudyConfig:
         plateau_rule: Exact ties between evaluated points exclude their neighbourhoods from
             the acquisition search (:func:`headstart._engine.optimize.tie_radii`); ``None``:
             the method's default (on for ``"scaml"``, off otherwise).
+        stall_rule: When the latest trials all sit at the incumbent, the next one leaves its
+            neighbourhood (:func:`headstart._engine.optimize.stalled_incumbent`); ``None``: the
+            method's default.
         ucb_beta: UCB's ``beta`` (``None``: the method's default).
         pi_margin: ``acquisition="pi"`` only: PI's target is the incumbent plus this margin, in
             standard deviations of the model's (standardized) observations (``None``: 0).
@@ -92,6 +95,7 @@ class StudyConfig:
     acquisition: str | None = None
     deterministic: bool = False
     plateau_rule: bool | None = None
+    stall_rule: bool | None = None
     ucb_beta: float | None = None
     pi_margin: float | None = None
     first_trial: str | None = None
@@ -123,8 +127,9 @@ class StudyConfig:
             )
         object.__setattr__(self, "seed", int(seed))
         check_bool("deterministic", self.deterministic)
-        if self.plateau_rule is not None:
-            check_bool("plateau_rule", self.plateau_rule)
+        for name in ("plateau_rule", "stall_rule"):
+            if getattr(self, name) is not None:
+                check_bool(name, getattr(self, name))
         check_bool("use_priors", self.use_priors)
         check_bool("prior_design", self.prior_design)
         check_bool("reenqueue_stale", self.reenqueue_stale)

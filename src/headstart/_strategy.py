@@ -202,6 +202,7 @@ class Strategy:
         self.plateau_rule = (
             spec.plateau_rule if config.plateau_rule is None else config.plateau_rule
         )
+        self.stall_rule = spec.stall_rule if config.stall_rule is None else config.stall_rule
         self.cache = cache
         self.state_key = state_key
         n_initial = config.n_initial
@@ -249,6 +250,7 @@ class Strategy:
                 candidates=self._candidates(),
                 n_first=len(self.meta_tasks) or None,
                 plateau_rule=self.plateau_rule,
+                stall_rule=self.stall_rule,
             )
         return self._engine
 

@@ -56,6 +56,7 @@ _SETTINGS = (  # create_study's own keywords: a misspelt one is named in the err
     "acquisition",
     "deterministic",
     "plateau_rule",
+    "stall_rule",
     "transfer_from",
     "prior_model",
     "ucb_beta",
@@ -150,6 +151,7 @@ def create_study(
     acquisition: str | None = None,
     deterministic: bool = False,
     plateau_rule: bool | None = None,
+    stall_rule: bool | None = None,
     transfer_from: Any = None,
     prior_model: Any = None,
     ucb_beta: float | None = None,
@@ -212,6 +214,9 @@ def create_study(
             (on the cross-validation scores of ``benchmarks/real_objectives.py``, whose best
             values often tie, it cost GP-BO 0.553 -> 0.528 in mean normalized score at 50
             trials). ``docs/benchmarks/transfer_protocol.md`` has the numbers.
+        stall_rule: Whether the search leaves the incumbent's neighbourhood for one trial when
+            the latest three trials all sat within 0.1 lengthscales of it (refinement that
+            stalled, e.g. on a local minimum at the box's edge). ``None``: the method's default.
         transfer_from: Earlier tasks on the same search space for a transfer method: study
             names, ``"all"`` (every study in the storage with this space), MetaTasks, pandas
             DataFrames or CSV paths (see :func:`headstart.sources.resolve_sources`). The
@@ -292,6 +297,7 @@ def create_study(
         acquisition=acquisition,
         deterministic=deterministic,
         plateau_rule=plateau_rule,
+        stall_rule=stall_rule,
         ucb_beta=ucb_beta,
         pi_margin=pi_margin,
         first_trial=first_trial,

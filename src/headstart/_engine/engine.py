@@ -44,7 +44,12 @@ import numpy as np
 
 from headstart._engine import ACQUISITIONS, FIRST_RULES
 from headstart._engine.acquisition import UCB_BETA, Criterion, PriorWeight
-from headstart._engine.optimize import MixedSpace, optimize_criterion, thompson_sample
+from headstart._engine.optimize import (
+    MixedSpace,
+    optimize_criterion,
+    stalled_incumbent,
+    thompson_sample,
+)
 from headstart._engine.protocols import Surrogate
 from headstart._engine.threads import limit_threads
 
@@ -111,6 +116,8 @@ class BOEngine:
             among (for transfer: one per source, each source's best); default all.
         plateau_rule: Exact ties between completed trials exclude their neighbourhoods from
             the search (:func:`headstart._engine.optimize.tie_radii`; issue 31).
+        stall_rule: When the latest completed trials all sit at the incumbent, the next point
+            leaves its neighbourhood (:func:`headstart._engine.optimize.stalled_incumbent`).
         output_builder: :meth:`suggest_multi`'s ``output_builder(j)``: output ``j``'s surrogate
             (output 0 is :attr:`surrogate`); default: every output built like the first.
 
@@ -137,6 +144,7 @@ class BOEngine:
         candidates: np.ndarray | None = None,
         n_first: int | None = None,
         plateau_rule: bool = False,
+        stall_rule: bool = False,
         output_builder: Callable[[int], Surrogate] | None = None,
     ) -> None:
         if acquisition not in ACQUISITIONS:
@@ -167,6 +175,7 @@ class BOEngine:
             raise ValueError(f"n_first must be >= 1; got {n_first}.")
         self.n_first = n_first
         self.plateau_rule = bool(plateau_rule)
+        self.stall_rule = bool(stall_rule)
         if hasattr(surrogate, "condition"):
             self._surrogate, self._build = surrogate, None
         else:
@@ -254,7 +263,8 @@ class BOEngine:
                     X_all, y_all = self._with_pending(X, y, P, liar)
                     crit, y_all = self._criterion(X_all, y_all, prior, rng)
                 ties = y if self.plateau_rule else None
-                x = self._space.snap(self._maximize(crit, X_all, y_all, rng, ties)[None, :])
+                x = self._maximize(crit, X_all, y_all, rng, ties, stall=(X, y))
+                x = self._space.snap(x[None, :])
                 points.append(x[0])
                 P, own = np.concatenate([P, x]), np.append(own, True)
         if self._reuse is not None:
@@ -298,11 +308,18 @@ class BOEngine:
         return np.concatenate([X, P]), crit, np.concatenate([y_model, values])
 
     def _maximize(
-        self, criterion: Criterion, X: np.ndarray, y: np.ndarray, rng, ties: np.ndarray | None
+        self,
+        criterion: Criterion,
+        X: np.ndarray,
+        y: np.ndarray,
+        rng,
+        ties: np.ndarray | None,
+        stall: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """The criterion's maximizer; ``ties``: the completed trials' values (the first rows of
         ``X``), whose exact ties exclude their neighbourhoods (``optimize.tie_radii``), or
-        ``None`` (the plateau rule off)."""
+        ``None`` (the plateau rule off); ``stall``: the completed trials ``(X, y)`` the stall
+        rule looks at (when it is on)."""
         if self.acquisition == "ts" and len(y):
             return thompson_sample(
                 criterion.posterior, self._space, X, y, rng, criterion, tie_values=ties
@@ -314,8 +331,11 @@ class BOEngine:
         if ell is None:
             ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
         ell = np.asarray(ell, dtype=float)
+        avoid = None
+        if self.stall_rule and stall is not None and len(stall[1]):
+            avoid = stalled_incumbent(*stall, ell)
         return optimize_criterion(
-            criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties
+            criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties, avoid=avoid
         )
 
     def suggest_multi(

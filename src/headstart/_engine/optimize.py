@@ -59,6 +59,9 @@ TS_N_LOCAL = 256  # ... plus perturbations of the best training points
 TS_N_TOP = 5
 TS_PERTURB_SD = 0.05
 TIE_RADIUS_MAX = 0.25  # a tie's exclusion ball never exceeds this (unit cube, Euclidean)
+STALL_WINDOW = 3  # the stall rule looks at this many latest completed trials ...
+STALL_RADIUS = 0.1  # ... all closer than this to the incumbent (in lengthscales) ...
+STALL_EXCLUSION = 0.3  # ... and then keeps the next point this far from it (in lengthscales)
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ def optimize_criterion(
     lengthscales: np.ndarray,
     candidates: np.ndarray | None = None,
     tie_values: np.ndarray | None = None,
+    avoid: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Maximize ``criterion`` over the mixed unit cube (steps 1-4 of the module docstring).
 
@@ -175,6 +179,8 @@ def optimize_criterion(
         tie_values: The observed values of the first ``len(tie_values)`` rows of ``train_X``
             (the completed trials, not fantasies), whose exact ties set exclusion balls
             (:func:`tie_radii`); ``None``: exact duplicates only.
+        avoid: A ``d`` point whose ball of :data:`STALL_EXCLUSION` lengthscales the chosen point
+            must leave (the stall rule, :func:`stalled_incumbent`), or ``None``.
 
     Returns:
         ``d`` point in ``[0, 1]``, grid columns exactly on grid values.
@@ -241,7 +247,28 @@ def optimize_criterion(
     all_X = np.concatenate([X, pool])
     all_F = np.concatenate([F, pool_values])
     radii = None if tie_values is None else tie_radii(train_X[: len(tie_values)], tie_values)
-    return _best_non_duplicate(all_X, all_F, train_X, separation(criterion.posterior), radii)
+    ball = None if avoid is None else (avoid, lengthscales * STALL_EXCLUSION)
+    return _best_non_duplicate(all_X, all_F, train_X, separation(criterion.posterior), radii, ball)
+
+
+def stalled_incumbent(
+    X: np.ndarray, y: np.ndarray, lengthscales: np.ndarray, window: int = STALL_WINDOW
+) -> np.ndarray | None:
+    """The incumbent (best row of ``X``, values ``y`` in completion order, maximized) when the
+    latest ``window`` completed trials all lie within :data:`STALL_RADIUS` lengthscales of it,
+    else ``None``.
+
+    LogEI keeps refining an incumbent while the refinements gain anything at all: on Branin a
+    run spent trials 16-40 on one boundary point, each gaining ~1e-4, three trials away from a
+    global minimum 0.1 lengthscales off. When refinement has stalled like this, the next point
+    must leave the incumbent's neighbourhood (``optimize_criterion(avoid=...)``); the trial
+    after it refines again, so refinement goes on at three trials in four.
+    """
+    if len(y) <= window:
+        return None
+    best = X[int(np.argmax(y))]
+    scaled = (X[-window:] - best) / np.maximum(lengthscales, 1e-12)
+    return best.copy() if bool((np.sqrt((scaled**2).sum(-1)) < STALL_RADIUS).all()) else None
 
 
 def screening_points(
@@ -301,13 +328,19 @@ def _best_non_duplicate(
     train_X: np.ndarray,
     atol: float = 1e-12,
     radii: np.ndarray | None = None,
+    ball: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
+    """The best row of ``X`` that duplicates no training row, lies in no tie ball (``radii``)
+    and outside ``ball = (centre, per-column radii)`` (an ellipsoid); else the best row."""
     order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
     for start in range(0, len(order), 256):
         block = order[start : start + 256]
         dup = is_duplicate(X[block], train_X, atol)
         if radii is not None:
             dup |= within_radii(X[block], train_X[: len(radii)], radii)
+        if ball is not None:
+            centre, axes = ball
+            dup |= (((X[block] - centre) / np.maximum(axes, 1e-12)) ** 2).sum(-1) < 1.0
         if not dup.all():
             return X[block[int(np.argmin(dup))]].copy()
     return X[order[0]].copy()

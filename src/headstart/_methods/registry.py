@@ -212,6 +212,8 @@ class MethodSpec:
         initial_design: Start with a Sobol design (``False``: the model is used from trial 1).
         plateau_rule: Default of the study setting ``plateau_rule`` (exact ties between trials
             exclude their neighbourhoods from the acquisition search).
+        stall_rule: Default of the study setting ``stall_rule`` (stalled refinement at the
+            incumbent sends the next trial out of its neighbourhood).
         warm_start: The initial design is the sources' best configurations (ranked per source,
             interleaved; :func:`headstart._meta.ranked_configurations`) instead of Sobol points.
         prefit: ``BuildContext -> None``: fits and caches what every process of the study
@@ -239,6 +241,7 @@ class MethodSpec:
     first_trial: str = "acquisition"
     initial_design: bool = True
     plateau_rule: bool = False
+    stall_rule: bool = False
     warm_start: bool = False
     prefit: Callable[[BuildContext], Any] | None = None
     n_initial: int | None = None
