@@ -60,8 +60,7 @@ TS_N_TOP = 5
 TS_PERTURB_SD = 0.05
 TIE_RADIUS_MAX = 0.25  # a tie's exclusion ball never exceeds this (unit cube, Euclidean)
 STALL_WINDOW = 3  # the stall rule looks at this many latest completed trials ...
-STALL_RADIUS = 0.1  # ... all closer than this to the incumbent (in lengthscales) ...
-STALL_EXCLUSION = 0.3  # ... and then keeps the next point this far from it (in lengthscales)
+STALL_RADIUS = 0.1  # ... all closer than this to the incumbent (in lengthscales): the next leaves
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ def optimize_criterion(
         tie_values: The observed values of the first ``len(tie_values)`` rows of ``train_X``
             (the completed trials, not fantasies), whose exact ties set exclusion balls
             (:func:`tie_radii`); ``None``: exact duplicates only.
-        avoid: A ``d`` point whose ball of :data:`STALL_EXCLUSION` lengthscales the chosen point
+        avoid: A ``d`` point whose ball of :data:`STALL_RADIUS` lengthscales the chosen point
             must leave (the stall rule, :func:`stalled_incumbent`), or ``None``.
 
     Returns:
@@ -247,7 +246,7 @@ def optimize_criterion(
     all_X = np.concatenate([X, pool])
     all_F = np.concatenate([F, pool_values])
     radii = None if tie_values is None else tie_radii(train_X[: len(tie_values)], tie_values)
-    ball = None if avoid is None else (avoid, lengthscales * STALL_EXCLUSION)
+    ball = None if avoid is None else (avoid, lengthscales * STALL_RADIUS)
     return _best_non_duplicate(all_X, all_F, train_X, separation(criterion.posterior), radii, ball)
 
 
