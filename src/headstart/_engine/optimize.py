@@ -28,7 +28,10 @@ The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implem
    exactly the same value show that the objective is flat at least over the distance between
    them, and a candidate closer than that (:func:`tie_radii`, at most :data:`TIE_RADIUS_MAX`)
    to either counts as their duplicate -- the resolution of the objective there, where the
-   model expects no gain it can observe (issue 31).
+   model expects no gain it can observe (issue 31). When refinement has stalled -- the latest
+   :data:`STALL_WINDOW` completed trials all within :data:`STALL_RADIUS` lengthscales of the
+   incumbent -- candidates inside that ball are excluded too (:func:`stalled_incumbent`; the
+   stall rule, on for GP-BO; issue 30).
 
 Thompson sampling (:func:`thompson_sample`) instead draws one joint posterior sample on a
 candidate set (Sobol points plus perturbations of the best training points) and takes its argmax.
