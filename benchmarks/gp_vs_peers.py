@@ -1,6 +1,7 @@
 r"""GP-BO against its peers: headstart-gp vs random search, Optuna TPE and Optuna's GPSampler
 (every peer at its defaults, and ``optuna-gp-deterministic``: GPSampler with
-``deterministic_objective=True`` and headstart's initial-design size).
+``deterministic_objective=True`` and headstart's initial-design size), and the ablation
+``headstart-gp-nostall`` (GP-BO without its stall rule).
 
 Runs methods x tasks x seeds through :func:`headstart.benchmarks.run_benchmark` (resumable: run it
 again after an interruption and finished jobs are skipped) and writes ``<out>/<name>.csv``, a
@@ -22,7 +23,8 @@ import tempfile
 from pathlib import Path
 
 DEFAULT_METHODS = (
-    "headstart-gp,headstart-random,optuna-tpe,optuna-gp,optuna-gp-deterministic,smac-hpo"
+    "headstart-gp,headstart-gp-nostall,headstart-random,optuna-tpe,optuna-gp,"
+    "optuna-gp-deterministic,smac-hpo"
 )
 DEFAULT_TASKS = "branin,hartmann3,hartmann6"
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"

@@ -68,9 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def is_ablation(method: str, target: str) -> bool:
+    """A headstart variant other than the target and random search: shown, but not ranked
+    against the peers (its rank would split the target's)."""
+    return method.startswith("headstart-") and method not in (target, RANDOM)
+
+
 def summarize(frame, target: str) -> tuple[str, dict]:
     """The markdown tables (scores and ranks per budget, per-task scores, the verdict) and the
-    numbers behind the verdict."""
+    numbers behind the verdict. Ranks order the target, the peers and random search; ablation
+    arms (:func:`is_ablation`) get none."""
     import numpy as np
 
     budgets = sorted(frame["budget"].unique())
@@ -79,15 +86,19 @@ def summarize(frame, target: str) -> tuple[str, dict]:
     lines, verdict = [], {}
     for budget in budgets:
         scores = per_task.loc[budget].unstack("method")
-        ranks = scores.rank(axis=1, ascending=False)
+        ranked = [m for m in scores.columns if not is_ablation(m, target)]
+        ranks = scores[ranked].rank(axis=1, ascending=False)
         n_seeds = final[final["budget"] == budget].groupby("method")["seed"].nunique()
         lines += [f"### Budget {budget}", "",
                   "| method | seeds / task | mean normalized score | mean rank | tasks best |",
                   "|---|---:|---:|---:|---:|"]  # fmt: skip
         order = scores.mean().sort_values(ascending=False).index
         for m in order:
-            best = int((ranks[m] == 1).sum())
             name = f"**{m}**" if m == target else m
+            if m not in ranks:  # an ablation arm
+                lines.append(f"| {name} | {n_seeds[m]} | {scores[m].mean():.3f} | – | – |")
+                continue
+            best = int((ranks[m] == 1).sum())
             lines.append(f"| {name} | {n_seeds[m]} | {scores[m].mean():.3f} | "
                          f"{ranks[m].mean():.2f} | {best}/{len(scores)} |")  # fmt: skip
         lines.append("")
@@ -274,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     frame = normalized_scores(frame, RANDOM)
     png = plot(frame, out / f"{name}.png", args.target)
     text, verdict = summarize(frame, args.target)
-    peers = [m for m in methods if m not in (args.target, RANDOM)]
+    peers = [
+        m for m in methods if m not in (args.target, RANDOM) and not is_ablation(m, args.target)
+    ]
     text += verdict_text(verdict, args.target, peers)
     header = (
         f"# Real objectives: {args.suite if not args.tasks else 'chosen'} tasks\n\n"

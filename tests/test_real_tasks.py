@@ -158,3 +158,20 @@ def test_a_partial_run_compares_methods_on_the_seeds_all_of_them_finished():
     rows.append({"method": "b", "task": "t", "seed": 1, "budget": 2, "iteration": 1, "value": 1.0})
     kept = module.every_method_finished(pd.DataFrame(rows))
     assert set(kept["seed"]) == {0} and len(kept) == 4
+
+
+def test_ablation_arms_are_scored_but_not_ranked_against_the_peers():
+    """A headstart variant beside the target would split its wins: it gets a score, no rank."""
+    module = benchmark_script("real_objectives")
+    scores = {"headstart-gp": 0.8, "headstart-gp-nostall": 0.9, "optuna-gp": 0.5}
+    rows = [
+        {"method": m, "task": t, "seed": 0, "budget": 2, "iteration": 2, "score": s + 0.01 * k}
+        for k, t in enumerate(("t1", "t2"))
+        for m, s in scores.items()
+    ]
+    text, verdict = module.summarize(pd.DataFrame(rows), "headstart-gp")
+    assert "| headstart-gp-nostall | 1 | 0.905 | – | – |" in text
+    assert verdict[2]["rank"] == {"headstart-gp": 1.0, "optuna-gp": 2.0}
+    assert module.is_ablation("headstart-gp-nostall", "headstart-gp")
+    assert not module.is_ablation("headstart-random", "headstart-gp")
+    assert not module.is_ablation("optuna-gp", "headstart-gp")
