@@ -377,6 +377,7 @@ def test_scaml_paper_script_smoke(tmp_path):
     assert (tmp_path / "scaml_paper_overhead.png").stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_scaml_scaling_script_smoke(tmp_path):
     module = benchmark_script("scaml_scaling")
     out = tmp_path / "scaling.csv"

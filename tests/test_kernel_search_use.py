@@ -240,6 +240,7 @@ def test_kernel_search_benchmark_smoke(tmp_path):
     assert len(pd.read_csv(tmp_path / "kernel_search_final.csv")) == len(final)
 
 
+@pytest.mark.slow
 def test_kernel_search_known_structure_benchmark_smoke(tmp_path):
     spec = importlib.util.spec_from_file_location(
         "kernel_search", ROOT / "benchmarks" / "kernel_search.py"
