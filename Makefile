@@ -26,8 +26,8 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
-# The long statistical checks and benchmark smoke runs (marked slow), kept out of `make test`'s
-# five minutes; CI runs them, and test-avx2 runs everything.
+# The long statistical checks, benchmark smoke runs and multi-second integration tests (marked
+# slow), kept out of `make test`'s five minutes; CI runs them, and test-avx2 runs everything.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m slow
 

@@ -270,6 +270,7 @@ def test_bic_criterion():
     assert r.score == pytest.approx((r.log_likelihood - 0.5 * d * math.log(10)) / 10)
 
 
+@pytest.mark.slow
 def test_oracle_is_deterministic_and_parallel_equals_serial():
     X, y = _tiny_data(15)
     trees = [parse(t) for t in ("SE[0]", "RQ[0] + LIN[0]", "PER[0] * SE[0]")]

@@ -380,6 +380,7 @@ def _create_and_run(url: str, name: str, sources: list[str], barrier) -> None:
         study.tell(trial, trial.params["a"] + trial.params["b"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres"))]
 )

@@ -110,6 +110,7 @@ def test_held_out_spaces_choose_the_shared_gamma_when_the_context_says_nothing()
     assert (selection.chosen == "shared") == (network is None)
 
 
+@pytest.mark.slow
 def test_the_choice_and_its_evidence_are_stored_in_the_prior_file(tmp_path):
     fits, kinds = _fits(by_kind=True, copies=1)
     prior = fit_priors(fits, kinds, lengthscale="auto")

@@ -65,6 +65,7 @@ def test_resumed_study_equals_a_continuous_one(method):
     assert _gap(method) == 0.0
 
 
+@pytest.mark.slow
 def test_resumed_scaml_study_equals_a_continuous_one_to_rounding():
     """ScaML-GP's incremental cache of the meta moments sums in another order after a restart
     (differences of 1e-14 seen), which the optimizer may amplify; to 1e-9 under the reference
