@@ -256,15 +256,15 @@ def optimize_criterion(
 def stalled_incumbent(
     X: np.ndarray, y: np.ndarray, lengthscales: np.ndarray, window: int = STALL_WINDOW
 ) -> np.ndarray | None:
-    """The incumbent (best row of ``X``, values ``y`` in completion order, maximized) when the
-    latest ``window`` completed trials all lie within :data:`STALL_RADIUS` lengthscales of it,
-    else ``None``.
+    """The incumbent (best row of ``X``; values ``y``, maximized; rows in trial order) when the
+    last ``window`` rows all lie within :data:`STALL_RADIUS` lengthscales of it, else ``None``.
 
     LogEI keeps refining an incumbent while the refinements gain anything at all: on Branin a
-    run spent trials 16-40 on one boundary point, each gaining ~1e-4, three trials away from a
-    global minimum 0.1 lengthscales off. When refinement has stalled like this, the next point
-    must leave the incumbent's neighbourhood (``optimize_criterion(avoid=...)``); the trial
-    after it refines again, so refinement goes on at three trials in four.
+    run spent trials 16-40 on one boundary point, each trial gaining ~1e-4, while a global
+    minimum lay 0.1 lengthscales away, unseen by the smooth fit. When refinement has stalled
+    like this, the next point must leave the incumbent's neighbourhood
+    (``optimize_criterion(avoid=...)``); the trial after it refines again, so refinement goes
+    on at three trials in four.
     """
     if len(y) <= window:
         return None
