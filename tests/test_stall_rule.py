@@ -30,8 +30,7 @@ def test_stalled_incumbent_needs_every_recent_trial_inside_the_scaled_ball():
 
 def _suggest_after_polishing(rule_on: bool, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
     """A smooth bowl (maximized at 0.5, 0.5), known on a 6 x 6 grid, whose latest three trials
-    polish its top: returns
-    the suggestion, the incumbent and the distance between them in fitted lengthscales."""
+    polish its top: the suggestion, the incumbent and their distance in fitted lengthscales."""
     rng = np.random.default_rng(seed)
     grid = (np.stack(np.meshgrid(np.arange(6), np.arange(6)), -1).reshape(-1, 2) + 0.5) / 6
     polish = 0.5 + 0.002 * rng.standard_normal((3, 2))

@@ -117,7 +117,8 @@ class BOEngine:
         plateau_rule: Exact ties between completed trials exclude their neighbourhoods from
             the search (:func:`headstart._engine.optimize.tie_radii`; issue 31).
         stall_rule: When the latest completed trials all sit at the incumbent, the next point
-            leaves its neighbourhood (:func:`headstart._engine.optimize.stalled_incumbent`).
+            leaves its neighbourhood (:func:`headstart._engine.optimize.stalled_incumbent`;
+            the acquisition search only: Thompson sampling draws its point without it).
         output_builder: :meth:`suggest_multi`'s ``output_builder(j)``: output ``j``'s surrogate
             (output 0 is :attr:`surrogate`); default: every output built like the first.
 
@@ -331,9 +332,7 @@ class BOEngine:
         if ell is None:
             ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)
         ell = np.asarray(ell, dtype=float)
-        avoid = None
-        if self.stall_rule and stall is not None and len(stall[1]):
-            avoid = stalled_incumbent(*stall, ell)
+        avoid = stalled_incumbent(*stall, ell) if self.stall_rule and stall is not None else None
         return optimize_criterion(
             criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties, avoid=avoid
         )

@@ -340,9 +340,10 @@ def _best_non_duplicate(
         dup = is_duplicate(X[block], train_X, atol)
         if radii is not None:
             dup |= within_radii(X[block], train_X[: len(radii)], radii)
-        if ball is not None:
+        if ball is not None:  # the ellipsoid is the unit ball in coordinates scaled by its axes
             centre, axes = ball
-            dup |= (((X[block] - centre) / np.maximum(axes, 1e-12)) ** 2).sum(-1) < 1.0
+            axes = np.maximum(axes, 1e-12)
+            dup |= within_radii(X[block] / axes, (centre / axes)[None, :], np.ones(1))
         if not dup.all():
             return X[block[int(np.argmin(dup))]].copy()
     return X[order[0]].copy()

@@ -837,11 +837,6 @@ for _warp in ("yeo-johnson", "copula"):
         description=f"headstart GP-BO at its defaults with output_warp={_warp!r} (issue 30)",
     )
 register_method(
-    "headstart-gp-stall",
-    GPVariant((("stall_rule", True),)),
-    description="headstart GP-BO with stall_rule=True (issue 30)",
-)
-register_method(
     "headstart-gp-nostall",
     GPVariant((("stall_rule", False),)),
     description="headstart GP-BO with stall_rule=False (issue 30)",
