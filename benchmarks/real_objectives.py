@@ -115,8 +115,27 @@ def summarize(frame, target: str) -> tuple[str, dict]:
         cells = [f"**{row[m]:.2f}**" if np.isclose(row[m], best) else f"{row[m]:.2f}"
                  for m in methods]  # fmt: skip
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
-    lines.append("")
-    return "\n".join(lines), verdict
+    return "\n".join(lines) + "\n\n", verdict
+
+
+def gap_text(frame, target: str, others: list[str]) -> str:
+    """``target``'s mean score minus every other method's at each budget, with 95% bootstrap
+    intervals (:func:`headstart.benchmarks.real_tasks.score_gap_interval`): an interval that
+    holds 0 is a gap these seeds cannot tell from chance."""
+    from headstart.benchmarks.real_tasks import score_gap_interval
+
+    final = frame[frame["iteration"] == frame["budget"]]
+    budgets = sorted(final["budget"].unique())
+    out = [f"### {target} minus each method (mean normalized score; 95% bootstrap interval over "
+           "seeds within tasks)", "", "| method | " + " | ".join(f"budget {b}" for b in budgets)
+           + " |", "|---|" + "---:|" * len(budgets)]  # fmt: skip
+    for other in others:
+        cells = []
+        for b in budgets:
+            gap, low, high = score_gap_interval(final[final["budget"] == b], target, other)
+            cells.append(f"{gap:+.3f} [{low:+.3f}, {high:+.3f}]")
+        out.append(f"| {other} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n\n"
 
 
 def verdict_text(verdict: dict, target: str, peers: list[str]) -> str:
@@ -288,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     peers = [
         m for m in methods if m not in (args.target, RANDOM) and not is_ablation(m, args.target)
     ]
+    others = [m for m in methods if m != args.target and m in set(frame["method"])]
+    if args.target in set(frame["method"]) and others:
+        text += gap_text(frame, args.target, others)
     text += verdict_text(verdict, args.target, peers)
     header = (
         f"# Real objectives: {args.suite if not args.tasks else 'chosen'} tasks\n\n"

@@ -18,6 +18,7 @@ from headstart.benchmarks.real_tasks import (
     SELECTION,
     nearest_entry,
     normalized_scores,
+    score_gap_interval,
 )
 from helpers import benchmark_script
 
@@ -99,6 +100,26 @@ def test_normalized_scores_are_zero_for_random_search_and_one_at_the_best_value(
     assert score["bad", 0] == -1.0
     with pytest.raises(ValueError, match="headstart-random"):
         normalized_scores(pd.DataFrame(rows[2:]))
+
+
+def test_score_gap_interval_is_the_mean_gap_over_tasks_and_covers_it():
+    rows = []
+    for task, shift in (("a", 0.3), ("b", -0.1)):
+        for seed in range(8):
+            base = 0.1 * seed  # shared by both methods: the pairing removes it
+            rows.append({"task": task, "method": "x", "seed": seed, "score": base + shift})
+            rows.append({"task": task, "method": "y", "seed": seed, "score": base})
+    scores = pd.DataFrame(rows)
+    gap, low, high = score_gap_interval(scores, "x", "y")
+    assert gap == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+    rng = np.random.default_rng(1)
+    noisy = scores.assign(score=scores["score"] + rng.normal(0.0, 0.2, len(scores)))
+    gap, low, high = score_gap_interval(noisy, "x", "y")
+    per_task = noisy.groupby(["task", "method"])["score"].mean().unstack()
+    assert gap == pytest.approx((per_task["x"] - per_task["y"]).mean())
+    assert low < gap < high and high - low > 0.05
+    with pytest.raises(ValueError, match="'z'"):
+        score_gap_interval(scores, "x", "z")
 
 
 def test_real_objectives_script_smoke(tmp_path):
