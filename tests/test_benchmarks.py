@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import headstart as hs
-from headstart.bench_cli import parse_seeds
+from headstart.bench_cli import command_line, parse_seeds
 from headstart.benchmarks import functions, methods, report, runner
 from headstart.benchmarks.functions import TASKS, Task, get_task, register_task
 from headstart.benchmarks.methods import get_method, optuna_distributions, register_method
@@ -343,6 +343,11 @@ def test_parse_seeds():
         parse_seeds("many")
 
 
+def test_command_line_keeps_what_reproduces_a_report():
+    argv = ["--seeds", "5", "--out", "/tmp/o", "--workers=2", "--quiet", "--tasks", "a b"]
+    assert command_line("x", argv) == "python benchmarks/x.py --seeds 5 --tasks 'a b'"
+
+
 def test_cli_bench_list_and_run(tmp_path):
     from headstart.cli import app
 
@@ -522,3 +527,13 @@ def test_constrained_swap_smoke(tmp_path):
     assert module.main([*argv, "--out", str(tmp_path)]) == 0
     text = (tmp_path / "constrained_swap.md").read_text()
     assert "| ConstrainedGramacy | 3 | 6 |" in text and "| GPSampler |" in text
+
+
+@pytest.mark.slow
+def test_gp_same_history_script_smoke(tmp_path):
+    module = benchmark_script("gp_same_history")
+    module.main(["--tasks", "branin", "--seeds", "1", "--budget", "6", "--out", str(tmp_path),
+                 "--quiet"])  # fmt: skip
+    rows = (tmp_path / "gp_same_history.csv").read_text().splitlines()
+    assert rows[0] == "task,seed,trial,linf,same" and len(rows) > 2
+    assert "| branin | 1 |" in (tmp_path / "gp_same_history.md").read_text()

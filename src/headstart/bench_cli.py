@@ -25,6 +25,30 @@ DEFAULT_METHODS = "headstart-gp,headstart-random,optuna-tpe,optuna-gp"
 DEFAULT_TASKS = "branin,hartmann3,hartmann6"
 
 
+def command_line(script: str, argv: list[str] | None) -> str:
+    """The command that reproduces a report of ``benchmarks/<script>.py``: ``argv`` (default
+    ``sys.argv[1:]``) without the options that only say where and how quietly (``--out``,
+    ``--quiet``, ``--report-only``, ``--workers``).
+
+    Example:
+        >>> command_line("x", ["--seeds", "5", "--out", "/tmp/o", "--quiet"])
+        'python benchmarks/x.py --seeds 5'
+    """
+    import shlex
+
+    args, skip, kept = list(sys.argv[1:] if argv is None else argv), False, []
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--out", "--workers"):
+            skip = True
+        elif arg not in ("--quiet", "--report-only") and not arg.startswith(
+            ("--out=", "--workers=")
+        ):
+            kept.append(arg)
+    return shlex.join(["python", f"benchmarks/{script}.py", *kept])
+
+
 def parse_seeds(text: str) -> list[int]:
     """Parse ``--seeds``: ``N`` (seeds 0..N-1), ``A-B`` (A..B inclusive) or ``0,3,7``.
 
