@@ -409,6 +409,8 @@ def test_early_regret_summary_reports_trials_and_ratios():
     text = early_regret_summary(pd.DataFrame(rows), "target", ("base",), trials=(1, 5))
     assert "| t | **target** | 2 | 1 | 0.2 | 0.0833 |" in text
     assert "| t | base | 0.5 | 0.5 | 0.5 |" in text
+    # target - base = -1 / it on both seeds: the interval is the point itself
+    assert "| t | base | -1 [-1, -1] | -0.2 [-0.2, -0.2] | -0.0833 [-0.0833, -0.0833] |" in text
 
 
 @pytest.mark.slow

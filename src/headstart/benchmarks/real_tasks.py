@@ -395,24 +395,18 @@ def score_gap_interval(
     paired) ``n_draws`` times and takes the central ``level`` share of the gaps. Tasks without a
     score are left out. Returns ``(gap, low, high)``.
     """
-    rng = np.random.default_rng(seed)
+    from headstart.benchmarks.report import mean_gap_interval
+
     wide = scores[scores["method"].isin([target, other])].pivot_table(
         index=["task", "seed"], columns="method", values="score"
     )
     if target not in wide or other not in wide:
         raise ValueError(f"score_gap_interval needs rows of {target!r} and {other!r}.")
     diff = (wide[target] - wide[other]).dropna()
-    per_task = [d.to_numpy() for _, d in diff.groupby(level="task")]
-    if not per_task:
+    if diff.empty:
         raise ValueError(f"{target!r} and {other!r} share no scored (task, seed).")
-    gap = float(np.mean([d.mean() for d in per_task]))
-    draws = np.zeros(n_draws)
-    for d in per_task:
-        draws += d[rng.integers(0, len(d), size=(n_draws, len(d)))].mean(axis=1)
-    draws /= len(per_task)
-    tail = 50.0 * (1.0 - level)
-    low, high = np.percentile(draws, [tail, 100.0 - tail])
-    return gap, float(low), float(high)
+    per_task = [d.to_numpy() for _, d in diff.groupby(level="task")]
+    return mean_gap_interval(per_task, n_draws, level, seed)
 
 
 __all__ = [
