@@ -120,19 +120,23 @@ def summarize(frame, target: str) -> tuple[str, dict]:
 
 def gap_text(frame, target: str, others: list[str]) -> str:
     """``target``'s mean score minus every other method's at each budget, with 95% bootstrap
-    intervals (:func:`headstart.benchmarks.real_tasks.score_gap_interval`): an interval that
-    holds 0 is a gap these seeds cannot tell from chance."""
+    intervals (:func:`headstart.benchmarks.real_tasks.score_gap_interval`; paired for headstart's
+    own arms, which share each seed's initial design): an interval that holds 0 is a gap these
+    seeds cannot tell from chance."""
     from headstart.benchmarks.real_tasks import score_gap_interval
 
     final = frame[frame["iteration"] == frame["budget"]]
     budgets = sorted(final["budget"].unique())
     out = [f"### {target} minus each method (mean normalized score; 95% bootstrap interval over "
-           "seeds within tasks)", "", "| method | " + " | ".join(f"budget {b}" for b in budgets)
+           "seeds within tasks; tasks and normalization held fixed)", "", "| method | " + " | ".join(f"budget {b}" for b in budgets)
            + " |", "|---|" + "---:|" * len(budgets)]  # fmt: skip
     for other in others:
         cells = []
         for b in budgets:
-            gap, low, high = score_gap_interval(final[final["budget"] == b], target, other)
+            at = final[final["budget"] == b]
+            gap, low, high = score_gap_interval(
+                at, target, other, paired=is_ablation(other, target)
+            )
             cells.append(f"{gap:+.3f} [{low:+.3f}, {high:+.3f}]")
         out.append(f"| {other} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n\n"

@@ -106,20 +106,35 @@ def test_score_gap_interval_is_the_mean_gap_over_tasks_and_covers_it():
     rows = []
     for task, shift in (("a", 0.3), ("b", -0.1)):
         for seed in range(8):
-            base = 0.1 * seed  # shared by both methods: the pairing removes it
+            base = 0.1 * seed  # shared by both methods' seed: pairing removes it
             rows.append({"task": task, "method": "x", "seed": seed, "score": base + shift})
             rows.append({"task": task, "method": "y", "seed": seed, "score": base})
     scores = pd.DataFrame(rows)
-    gap, low, high = score_gap_interval(scores, "x", "y")
-    assert gap == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+    assert score_gap_interval(scores, "x", "y", paired=True) == pytest.approx((0.1, 0.1, 0.1))
+    gap, low, high = score_gap_interval(scores, "x", "y")  # unrelated seeds: the spread counts
+    assert gap == pytest.approx(0.1) and low < 0.0 < 0.1 < high
     rng = np.random.default_rng(1)
     noisy = scores.assign(score=scores["score"] + rng.normal(0.0, 0.2, len(scores)))
-    gap, low, high = score_gap_interval(noisy, "x", "y")
+    gap, low, high = score_gap_interval(noisy, "x", "y", paired=True)
     per_task = noisy.groupby(["task", "method"])["score"].mean().unstack()
     assert gap == pytest.approx((per_task["x"] - per_task["y"]).mean())
     assert low < gap < high and high - low > 0.05
     with pytest.raises(ValueError, match="'z'"):
         score_gap_interval(scores, "x", "z")
+
+
+def test_mean_gap_interval_refuses_what_it_cannot_bootstrap():
+    from headstart.benchmarks.report import mean_gap_interval
+
+    one = (np.array([1.0, 2.0]), np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match="finite"):
+        mean_gap_interval([(np.array([1.0, np.nan]), np.array([0.0, 1.0]))], paired=False)
+    with pytest.raises(ValueError, match="each with values"):
+        mean_gap_interval([one, (np.array([]), np.array([1.0]))], paired=False)
+    with pytest.raises(ValueError, match="one value of each"):
+        mean_gap_interval([(np.array([1.0]), np.array([0.0, 1.0]))], paired=True)
+    with pytest.raises(ValueError, match="level"):
+        mean_gap_interval([one], paired=False, level=1.5)
 
 
 def test_real_objectives_script_smoke(tmp_path):

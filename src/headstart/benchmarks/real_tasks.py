@@ -383,30 +383,20 @@ def normalized_scores(frame, random_method: str = "headstart-random", floor: flo
     return frame
 
 
-def score_gap_interval(
-    scores, target: str, other: str, n_draws: int = 2000, level: float = 0.95, seed: int = 0
-) -> tuple[float, float, float]:
-    r"""``target``'s mean normalized score minus ``other``'s, with a bootstrap interval.
+def score_gap_interval(scores, target: str, other: str, *, paired: bool = False):
+    r"""``target``'s mean normalized score minus ``other``'s, with a 95% bootstrap interval.
 
     ``scores`` holds one final row per (task, method, seed) with a ``score`` column (from
     :func:`normalized_scores`). The gap is the mean over tasks of the per-task difference of the
-    seed means, the figure the report's tables compare. Its interval resamples the seeds within
-    each task (the seeds both methods ran, jointly, so runs sharing an initial design stay
-    paired) ``n_draws`` times and takes the central ``level`` share of the gaps. Tasks without a
-    score are left out. Returns ``(gap, low, high)``.
+    seed means, the figure the report's tables compare; the interval resamples seeds within each
+    task (:func:`headstart.benchmarks.report.mean_gap_interval`): jointly if ``paired`` (two
+    headstart arms whose seed ``s`` shares its initial design), else each method's on their own.
+    It holds the tasks and the normalization fixed. Tasks without a score are left out.
+    Returns ``(gap, low, high)``.
     """
-    from headstart.benchmarks.report import mean_gap_interval
+    from headstart.benchmarks.report import method_gap_interval
 
-    wide = scores[scores["method"].isin([target, other])].pivot_table(
-        index=["task", "seed"], columns="method", values="score"
-    )
-    if target not in wide or other not in wide:
-        raise ValueError(f"score_gap_interval needs rows of {target!r} and {other!r}.")
-    diff = (wide[target] - wide[other]).dropna()
-    if diff.empty:
-        raise ValueError(f"{target!r} and {other!r} share no scored (task, seed).")
-    per_task = [d.to_numpy() for _, d in diff.groupby(level="task")]
-    return mean_gap_interval(per_task, n_draws, level, seed)
+    return method_gap_interval(scores, "score", target, other, by="task", paired=paired)
 
 
 __all__ = [

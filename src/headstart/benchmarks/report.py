@@ -195,31 +195,69 @@ def benchmark_plot(df, path: str | Path, *, ncols: int | None = None) -> Path:
 
 # --- markdown -------------------------------------------------------------------------------------
 def mean_gap_interval(
-    groups, n_draws: int = 2000, level: float = 0.95, seed: int = 0
+    groups, *, paired: bool, n_draws: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
-    r"""The mean over ``groups`` of each group's mean, with a bootstrap interval.
+    r"""Mean over ``groups`` of ``mean(a) - mean(b)``, with a bootstrap interval.
 
-    Each group is an array of per-seed differences between two methods (one task, one trial).
-    The interval resamples the seeds within every group ``n_draws`` times and takes the central
-    ``level`` share of the resampled figures. Returns ``(gap, low, high)``.
+    Each group (one task, one trial) is a pair ``(a, b)`` of per-seed values of two methods. The
+    interval resamples seeds within every group ``n_draws`` times and takes the central ``level``
+    share of the resampled figures. ``paired``: ``a[i]`` and ``b[i]`` come from one seed that
+    both runs share (for example the same initial design), so seeds are resampled jointly;
+    otherwise each method's seeds are resampled on their own (a two-sample bootstrap). The tasks
+    are held fixed, and a group with one seed adds no width. Returns ``(gap, low, high)``.
 
     Example:
         >>> import numpy as np
-        >>> mean_gap_interval([np.array([1.0, 1.0]), np.array([3.0, 3.0])])
-        (2.0, 2.0, 2.0)
+        >>> mean_gap_interval([(np.array([2.0, 2.0]), np.array([1.0, 1.0]))], paired=False)
+        (1.0, 1.0, 1.0)
     """
-    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
-    if not groups:
-        raise ValueError("mean_gap_interval needs at least one non-empty group.")
+    if n_draws < 1 or not 0.0 < level < 1.0:
+        raise ValueError(f"mean_gap_interval needs n_draws >= 1 and 0 < level < 1; got "
+                         f"{n_draws} and {level}.")  # fmt: skip
+    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in groups]
+    if not pairs or any(not len(a) or not len(b) for a, b in pairs):
+        raise ValueError("mean_gap_interval needs at least one group, each with values of both.")
+    if any(not (np.isfinite(a).all() and np.isfinite(b).all()) for a, b in pairs):
+        raise ValueError("mean_gap_interval needs finite values (drop the missing seeds first).")
+    if paired and any(len(a) != len(b) for a, b in pairs):
+        raise ValueError("Paired groups need one value of each method per seed.")
     rng = np.random.default_rng(seed)
-    gap = float(np.mean([g.mean() for g in groups]))
+    gap = float(np.mean([a.mean() - b.mean() for a, b in pairs]))
     draws = np.zeros(n_draws)
-    for g in groups:
-        draws += g[rng.integers(0, len(g), size=(n_draws, len(g)))].mean(axis=1)
-    draws /= len(groups)
+    for a, b in pairs:
+        if paired:
+            draws += (a - b)[rng.integers(0, len(a), size=(n_draws, len(a)))].mean(axis=1)
+        else:
+            draws += a[rng.integers(0, len(a), size=(n_draws, len(a)))].mean(axis=1)
+            draws -= b[rng.integers(0, len(b), size=(n_draws, len(b)))].mean(axis=1)
+    draws /= len(pairs)
     tail = 50.0 * (1.0 - level)
     low, high = np.percentile(draws, [tail, 100.0 - tail])
     return gap, float(low), float(high)
+
+
+def method_gap_interval(
+    rows, column: str, target: str, other: str, *, by: str | None = None, paired: bool = False
+) -> tuple[float, float, float]:
+    """:func:`mean_gap_interval` of ``target`` against ``other`` on the ``column`` of ``rows``
+    (one row per method and seed, and per value of ``by`` if given: the groups); missing values
+    are dropped, and paired groups keep the seeds both methods have."""
+    rows = rows[rows["method"].isin([target, other])].dropna(subset=[column])
+    keys = [by] if by else []
+    wide = rows.pivot_table(index=[*keys, "seed"], columns="method", values=column)
+    if target not in wide or other not in wide:
+        raise ValueError(f"No rows of {target!r} and {other!r} with a {column!r} to compare.")
+    parts = wide.groupby(level=by) if by else [(None, wide)]
+    groups = []
+    for _, part in parts:
+        if paired:
+            part = part.dropna()
+        a, b = part[target].dropna().to_numpy(), part[other].dropna().to_numpy()
+        if len(a) and len(b):
+            groups.append((a, b))
+    if not groups:
+        raise ValueError(f"{target!r} and {other!r} share no group with values of both.")
+    return mean_gap_interval(groups, paired=paired)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -456,15 +494,13 @@ def early_regret_summary(
 
 
 def _gap_cell(rows, target: str, base: str, seeds: set, trial: int) -> str:
-    """``target``'s mean regret minus ``base``'s at ``trial`` over ``seeds``, and its interval."""
+    """``target``'s mean regret minus ``base``'s at ``trial`` over ``seeds`` (unrelated runs:
+    the two-sample bootstrap), and its interval."""
     at = rows[(rows["iteration"] == trial) & rows["seed"].isin(seeds)]
-    regret = at.pivot_table(index="seed", columns="method", values="regret")
-    if target not in regret or base not in regret:
+    try:
+        gap, low, high = method_gap_interval(at, "regret", target, base)
+    except ValueError:
         return "-"
-    diff = (regret[target] - regret[base]).dropna().to_numpy()
-    if not len(diff):
-        return "-"
-    gap, low, high = mean_gap_interval([diff])
     return f"{_fmt(gap)} [{_fmt(low)}, {_fmt(high)}]"
 
 
