@@ -119,24 +119,30 @@ def summarize(frame, target: str) -> tuple[str, dict]:
 
 
 def gap_text(frame, target: str, others: list[str]) -> str:
-    """``target``'s mean score minus every other method's at each budget, with 95% bootstrap
-    intervals (:func:`headstart.benchmarks.real_tasks.score_gap_interval`; paired for headstart's
-    own arms, which share each seed's initial design): an interval that holds 0 is a gap these
-    seeds cannot tell from chance."""
-    from headstart.benchmarks.real_tasks import score_gap_interval
+    """``target``'s mean score minus every other method's at each budget: the mean over tasks of
+    the per-task difference of seed means (the figure the tables compare), with a 95% bootstrap
+    interval over seeds within tasks (:func:`headstart.benchmarks.report.method_gap_interval`;
+    paired for headstart's own arms, which share each seed's initial design). Tasks and the
+    normalization are held fixed; an interval that holds 0 is a gap these seeds cannot tell
+    from chance."""
+    from headstart.benchmarks.report import method_gap_interval
 
     final = frame[frame["iteration"] == frame["budget"]]
     budgets = sorted(final["budget"].unique())
-    out = [f"### {target} minus each method (mean normalized score; 95% bootstrap interval over "
-           "seeds within tasks; tasks and normalization held fixed)", "", "| method | " + " | ".join(f"budget {b}" for b in budgets)
-           + " |", "|---|" + "---:|" * len(budgets)]  # fmt: skip
+    out = [
+        f"### {target} minus each method (mean normalized score; 95% bootstrap interval over "
+        "seeds within tasks; tasks and normalization held fixed)",
+        "",
+        "| method | " + " | ".join(f"budget {b}" for b in budgets) + " |",
+        "|---|" + "---:|" * len(budgets),
+    ]
     for other in others:
         cells = []
         for b in budgets:
-            at = final[final["budget"] == b]
-            gap, low, high = score_gap_interval(
-                at, target, other, paired=is_ablation(other, target)
-            )
+            gap, low, high = method_gap_interval(
+                final[final["budget"] == b], "score", target, other, by="task",
+                paired=is_ablation(other, target),
+            )  # fmt: skip
             cells.append(f"{gap:+.3f} [{low:+.3f}, {high:+.3f}]")
         out.append(f"| {other} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n\n"
@@ -292,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     peers = [
         m for m in methods if m not in (args.target, RANDOM) and not is_ablation(m, args.target)
     ]
-    others = [m for m in methods if m != args.target and m in set(frame["method"])]
-    if args.target in set(frame["method"]) and others:
+    present = set(frame["method"])
+    others = [m for m in methods if m != args.target and m in present]
+    if args.target in present and others:
         text += gap_text(frame, args.target, others)
     text += verdict_text(verdict, args.target, peers)
     header = (

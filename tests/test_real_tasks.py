@@ -18,7 +18,6 @@ from headstart.benchmarks.real_tasks import (
     SELECTION,
     nearest_entry,
     normalized_scores,
-    score_gap_interval,
 )
 from helpers import benchmark_script
 
@@ -102,7 +101,12 @@ def test_normalized_scores_are_zero_for_random_search_and_one_at_the_best_value(
         normalized_scores(pd.DataFrame(rows[2:]))
 
 
-def test_score_gap_interval_is_the_mean_gap_over_tasks_and_covers_it():
+def test_method_gap_interval_is_the_mean_gap_over_tasks_and_covers_it():
+    from headstart.benchmarks.report import method_gap_interval
+
+    def per_task_gap(scores, target, other, paired=False):
+        return method_gap_interval(scores, "score", target, other, by="task", paired=paired)
+
     rows = []
     for task, shift in (("a", 0.3), ("b", -0.1)):
         for seed in range(8):
@@ -110,17 +114,17 @@ def test_score_gap_interval_is_the_mean_gap_over_tasks_and_covers_it():
             rows.append({"task": task, "method": "x", "seed": seed, "score": base + shift})
             rows.append({"task": task, "method": "y", "seed": seed, "score": base})
     scores = pd.DataFrame(rows)
-    assert score_gap_interval(scores, "x", "y", paired=True) == pytest.approx((0.1, 0.1, 0.1))
-    gap, low, high = score_gap_interval(scores, "x", "y")  # unrelated seeds: the spread counts
+    assert per_task_gap(scores, "x", "y", paired=True) == pytest.approx((0.1, 0.1, 0.1))
+    gap, low, high = per_task_gap(scores, "x", "y")  # unrelated seeds: the spread counts
     assert gap == pytest.approx(0.1) and low < 0.0 < 0.1 < high
     rng = np.random.default_rng(1)
     noisy = scores.assign(score=scores["score"] + rng.normal(0.0, 0.2, len(scores)))
-    gap, low, high = score_gap_interval(noisy, "x", "y", paired=True)
+    gap, low, high = per_task_gap(noisy, "x", "y", paired=True)
     per_task = noisy.groupby(["task", "method"])["score"].mean().unstack()
     assert gap == pytest.approx((per_task["x"] - per_task["y"]).mean())
     assert low < gap < high and high - low > 0.05
     with pytest.raises(ValueError, match="'z'"):
-        score_gap_interval(scores, "x", "z")
+        per_task_gap(scores, "x", "z")
 
 
 def test_mean_gap_interval_refuses_what_it_cannot_bootstrap():

@@ -383,22 +383,6 @@ def normalized_scores(frame, random_method: str = "headstart-random", floor: flo
     return frame
 
 
-def score_gap_interval(scores, target: str, other: str, *, paired: bool = False):
-    r"""``target``'s mean normalized score minus ``other``'s, with a 95% bootstrap interval.
-
-    ``scores`` holds one final row per (task, method, seed) with a ``score`` column (from
-    :func:`normalized_scores`). The gap is the mean over tasks of the per-task difference of the
-    seed means, the figure the report's tables compare; the interval resamples seeds within each
-    task (:func:`headstart.benchmarks.report.mean_gap_interval`): jointly if ``paired`` (two
-    headstart arms whose seed ``s`` shares its initial design), else each method's on their own.
-    It holds the tasks and the normalization fixed. Tasks without a score are left out.
-    Returns ``(gap, low, high)``.
-    """
-    from headstart.benchmarks.report import method_gap_interval
-
-    return method_gap_interval(scores, "score", target, other, by="task", paired=paired)
-
-
 __all__ = [
     "CONFIRMATION",
     "NATURAL",
@@ -413,7 +397,6 @@ __all__ = [
     "make_model",
     "nearest_entry",
     "normalized_scores",
-    "score_gap_interval",
     "sklearn_task",
     "table_task",
 ]
