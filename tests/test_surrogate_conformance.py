@@ -115,6 +115,9 @@ BUILDERS = {
     "grammar": _grammar("SE[0] * SE[1]"),
     "grammar-auto": _grammar("auto"),
     "scaml": lambda d, is_cat, tasks: ScaML(tasks, is_cat),
+    "scaml-average": lambda d, is_cat, tasks: ScaML(
+        tasks, is_cat, handover=True, handover_mode="average"
+    ),
     "rgpe": lambda d, is_cat, tasks: RGPE(tasks, is_cat),
     "stackgp": lambda d, is_cat, tasks: StackGP(tasks, is_cat),
     "mtgp": lambda d, is_cat, tasks: MultiTaskGPSurrogate(tasks, is_cat),
@@ -130,6 +133,7 @@ CATEGORICAL = (
     "matern-warped",
     "mphd",
     "scaml",
+    "scaml-average",
     "rgpe",
     "stackgp",
     "abrac",
@@ -141,6 +145,7 @@ FANTASIZING = {
     "matern-warped",
     "mphd",
     "scaml",
+    "scaml-average",
     "abrac",
     "ablr",
     "ablr-sgd-fixed",

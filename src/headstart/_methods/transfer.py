@@ -24,6 +24,8 @@ from headstart._methods.registry import (
     register_method,
 )
 from headstart._transfer import defaults
+from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
+from headstart.exceptions import InvalidSettingError
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,10 @@ class ScaMLOptions(MethodOptions):
         screening_points: Sobol points the acquisition search screens.
         handover: Suggest from GP-BO's target-only GP whenever its log marginal likelihood of
             the target's observations beats ScaML-GP's (from 5 observations on) ...
-        handover_margin: ... by more than this many nats.
+        handover_margin: ... by more than this many nats (with ``"average"``: the prior log
+            odds against the target-only GP).
+        handover_mode: ``"switch"`` (the better-explaining model alone) or ``"average"`` (both,
+            weighted by their posterior probabilities; :mod:`headstart._transfer.averaging`).
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -52,6 +57,7 @@ class ScaMLOptions(MethodOptions):
     screening_points: int = defaults.SCAML_SCREENING_POINTS
     handover: bool = defaults.SCAML_HANDOVER
     handover_margin: float = defaults.SCAML_HANDOVER_MARGIN
+    handover_mode: str = defaults.SCAML_HANDOVER_MODE
 
     def __post_init__(self) -> None:
         check_number("fit_factr", self.fit_factr, low=0.0, above=True)
@@ -61,6 +67,10 @@ class ScaMLOptions(MethodOptions):
         check_number("screening_points", self.screening_points, low=1, integer=True)
         check_number("handover_margin", self.handover_margin, low=0.0)
         check_bool("handover", self.handover)
+        if self.handover_mode not in HANDOVER_MODES:
+            raise InvalidSettingError(
+                f"handover_mode must be one of {HANDOVER_MODES}; got {self.handover_mode!r}."
+            )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ SCAML_FIT_FACTR = 1e9
 # Suggest from GP-BO's target-only GP once it explains the target better (ScaML.handover; issue 31)
 SCAML_HANDOVER = False
 SCAML_HANDOVER_MARGIN = 0.0  # nats by which the target-only GP's log evidence must win
+SCAML_HANDOVER_MODES = ("switch", "average")  # one model by its evidence, or both weighted by it
+SCAML_HANDOVER_MODE = "switch"
 SCAML_SCREENING_POINTS = 1024  # acquisition screening: the reference code's raw_samples (App. C)
 
 # --- RGPE (headstart._transfer.rgpe) ---------------------------------------------------------------

@@ -65,10 +65,13 @@ from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS, Limits
 from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR, HyperPrior
 from headstart._gp.kernels import se_np
 from headstart._gp.surrogate import MaternGP
+from headstart._transfer.averaging import AveragedPosterior, Part, evidence_weights
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.defaults import SCAML_FIT_FACTR as FIT_FACTR
 from headstart._transfer.defaults import SCAML_HANDOVER as HANDOVER
 from headstart._transfer.defaults import SCAML_HANDOVER_MARGIN as HANDOVER_MARGIN
+from headstart._transfer.defaults import SCAML_HANDOVER_MODE as HANDOVER_MODE
+from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
 from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
 from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
 from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
@@ -566,7 +569,12 @@ class ScaML(TransferSurrogate):
             sources then stop steering the search once the target contradicts them.
         handover_margin: How many nats the target-only GP's log evidence must exceed
             ScaML-GP's for the hand-over (0: any excess; Kass and Raftery 1995 call a log Bayes
-            factor above 1 positive and above 3 strong evidence).
+            factor above 1 positive and above 3 strong evidence). With ``"average"``, the prior
+            log odds against the target-only GP.
+        handover_mode: ``"switch"`` suggests from the model with the larger evidence;
+            ``"average"`` from both, weighted by their posterior probabilities
+            (:mod:`headstart._transfer.averaging`): the sources keep part of their pull while
+            the evidence is close, and lose it as the target contradicts them.
     """
 
     def __init__(
@@ -584,10 +592,17 @@ class ScaML(TransferSurrogate):
         screening_points: int = SCREENING_POINTS,
         handover: bool = HANDOVER,
         handover_margin: float = HANDOVER_MARGIN,
+        handover_mode: str = HANDOVER_MODE,
     ) -> None:
+        if handover_mode not in HANDOVER_MODES:
+            raise ValueError(
+                f"handover_mode must be one of {HANDOVER_MODES}; got {handover_mode!r}."
+            )
         self.names = [t.name for t in meta_tasks]
         self.handover = bool(handover)
         self.handover_margin = float(handover_margin)
+        self.handover_mode = handover_mode
+        self.target_gp_weight = 0.0  # the target-only GP's share of the last suggestion's model
         self._plain: MaternGP | None = None  # the target-only GP of the hand-over
         self.handed_over = False  # whether the last condition() returned the target-only GP
         self.restart_every = max(int(restart_every), 1)
@@ -663,16 +678,26 @@ class ScaML(TransferSurrogate):
             prune_threshold=self.prune_threshold,
             screening_points=self.screening_points,
         )
-        self.handed_over = False
+        self.handed_over, self.target_gp_weight = False, 0.0
         if self.handover and n >= HANDOVER_MIN_TRIALS:
             try:
                 gp, z_plain = self._plain_gp().condition(X_t, y_t, rng)
             except ModelFittingError:  # the target-only GP is a hedge: without it, stay
                 return posterior, z_t
+            _, centre, spread = standardize(y_t)  # MaternGP's own scaling
             own = raw_log_evidence(posterior.mll, scale, n)
-            other = raw_log_evidence(gp.mll, standardize(y_t)[2], n)  # MaternGP's own scaling
+            other = raw_log_evidence(gp.mll, spread, n)
+            if self.handover_mode == "average":
+                w = evidence_weights(np.array([own, other]), np.array([0.0, self.handover_margin]))
+                self.target_gp_weight = float(w[1])
+                self.handed_over = self.target_gp_weight > 0.5
+                parts = [
+                    Part(posterior, float(w[0])),
+                    Part(gp, float(w[1]), (centre - ybar) / scale, spread / scale),
+                ]
+                return AveragedPosterior(parts), z_t
             if other > own + self.handover_margin:
-                self.handed_over = True
+                self.handed_over, self.target_gp_weight = True, 1.0
                 return gp, z_plain
         return posterior, z_t
 
@@ -749,8 +774,12 @@ class ScaML(TransferSurrogate):
         return np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
 
     def diagnostics(self) -> dict[str, Any]:
-        """The base diagnostics plus :meth:`weight_summary`."""
-        return {**super().diagnostics(), **self.weight_summary()}
+        """The base diagnostics, :meth:`weight_summary` and, with the hand-over, the
+        target-only GP's weight in the last suggestion (0 or 1 when switching)."""
+        out = {**super().diagnostics(), **self.weight_summary()}
+        if self.handover:
+            out["target_gp_weight"] = self.target_gp_weight
+        return out
 
     def report(self) -> dict[str, float]:
         """Each source's weight ``w_m`` (the initial ``1/M`` before any test data)."""

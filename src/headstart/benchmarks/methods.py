@@ -862,6 +862,11 @@ for _margin in (1, 3):
         description=f"headstart ScaML-GP, handover=True with a {_margin}-nat margin (issue 31)",
     )
 register_method(
+    "headstart-scaml-average",
+    TransferVariant("scaml", (("handover", True), ("handover_mode", "average"))),
+    description="headstart ScaML-GP averaged with the target-only GP by evidence (issue 31)",
+)
+register_method(
     "headstart-gp-init10",
     GPVariant((("n_initial", 10),)),
     description="headstart GP-BO at its defaults with 10 initial points whatever d (GPSampler's)",
