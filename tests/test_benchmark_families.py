@@ -436,3 +436,17 @@ def test_transfer_defaults_script_smoke(tmp_path):
     assert code == 0
     text = (tmp_path / "transfer_defaults.md").read_text()
     assert "| branin-m1 | headstart-warmstart |" in text  # the ratio row of the target
+
+
+def test_transfer_protocol_script_smoke(tmp_path):
+    """The protocol's runner and report; without plain GP-BO among the methods the ratio table
+    says so instead of failing (it raised a KeyError)."""
+    module = benchmark_script("transfer_protocol")
+    base = ["--tasks", "branin-m1", "--seeds", "1", "--budget", "3", "--workers", "1"]
+    methods = "headstart-scaml-average,headstart-warmstart,headstart-gp"
+    assert module.main([*base, "--methods", methods, "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "transfer_protocol_selection.md").read_text()
+    assert "| headstart-scaml-average |" in text and "--methods " + methods in text
+    args = [*base, "--methods", "headstart-warmstart", "--out", str(tmp_path), "--report-only"]
+    assert module.main(args) == 0
+    assert "is not among the methods" in (tmp_path / "transfer_protocol_selection.md").read_text()
