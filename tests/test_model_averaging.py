@@ -194,3 +194,22 @@ def test_handover_mode_is_validated_at_create_study():
         trial = study.ask()
         study.tell(trial, (trial.params["x"] - 0.3) ** 2)
     assert 0.0 <= study._strategy.engine.surrogate.target_gp_weight <= 1.0
+
+
+def test_the_transfer_report_says_how_much_the_target_gp_carries():
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    X = np.random.default_rng(0).random((12, 1))
+    source = hs.MetaTask("src", X, -((X[:, 0] - 0.3) ** 2))  # the target's worst is its best
+    study = hs.create_study(
+        "r", space, storage=None, method="scaml", transfer_from=[source], handover=True,
+        handover_mode="average",
+    )  # fmt: skip
+    for _ in range(8):
+        trial = study.ask()
+        study.tell(trial, (trial.params["x"] - 0.3) ** 2)
+    report = study.transfer_report()
+    assert report.target_gp_weight is not None and 0.0 <= report.target_gp_weight <= 1.0
+    assert f"carries {report.target_gp_weight:.0%}" in report.summary()
+    assert report.to_dict()["target_gp_weight"] == report.target_gp_weight
+    plain = hs.create_study("p", space, storage=None, method="scaml", transfer_from=[source])
+    assert plain.transfer_report().target_gp_weight is None

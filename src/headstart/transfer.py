@@ -48,6 +48,9 @@ class TransferReport:
             ``weights`` is then empty.
         trained_on: MPHD: the search spaces (studies) the prior was pre-trained on.
         warm_start: Warm start: the sources' best configurations, evaluated first.
+        target_gp_weight: ScaML-GP with ``handover=True``: the target-only GP's share of the model
+            behind the last suggestion (its posterior probability with ``handover_mode=
+            "average"``; 0 or 1 when switching).
         check: Whether the sources help, from the study's own trials
             (:meth:`headstart.study.Study.transfer_check`): ``with_sources`` and
             ``without_sources`` log-likelihoods per held-out trial, ``hurting``.
@@ -67,12 +70,18 @@ class TransferReport:
     prior: dict[str, dict] | None = None
     trained_on: list[str] | None = None
     warm_start: list[dict] | None = None
+    target_gp_weight: float | None = None
     check: dict | None = None
 
     def summary(self) -> str:
         """What the sources are worth so far, in words (the weights' shares and uncertainty),
         and whether they help predict the study's own later trials."""
         text = self._model_summary()
+        if self.target_gp_weight is not None and self.n_trials:
+            text += (
+                f" Hand-over: the target-only GP carries {self.target_gp_weight:.0%} of the "
+                f"model, the sources' model {1 - self.target_gp_weight:.0%}."
+            )
         c = self.check
         if c is not None:
             text += (
@@ -207,6 +216,7 @@ class TransferReport:
             "prior": self.prior,
             "trained_on": self.trained_on,
             "warm_start": self.warm_start,
+            "target_gp_weight": self.target_gp_weight,
             "check": self.check,
             "summary": self.summary(),
         }

@@ -125,12 +125,20 @@ def transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[Bui
     return build
 
 
-REPORTED = ("weights", "residual_variance", "shares", "residual_share", "weight_se")
+REPORTED = (
+    "weights",
+    "residual_variance",
+    "shares",
+    "residual_share",
+    "weight_se",
+    "target_gp_weight",
+)
 
 
 def weights_report(ctx: ReportContext) -> dict[str, Any]:
     """Each source's learned weight and, where the model has them, the residual variance, the
-    sources' shares of the variation and the weights' standard errors."""
+    sources' shares of the variation, the weights' standard errors and the hand-over's weight of
+    the target-only GP."""
     diagnostics = ctx.surrogate().diagnostics()
     return {key: diagnostics.get(key) for key in REPORTED}
 
