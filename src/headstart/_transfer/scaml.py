@@ -604,7 +604,7 @@ class ScaML(TransferSurrogate):
         self.handover_mode = handover_mode
         self.target_gp_weight = 0.0  # the target-only GP's share of the last suggestion's model
         self._plain: MaternGP | None = None  # the target-only GP of the hand-over
-        self.handed_over = False  # whether the last condition() returned the target-only GP
+        self.handed_over = False  # the target-only GP led the last condition() (weight > 0.5)
         self.restart_every = max(int(restart_every), 1)
         self.restart_growth = max(float(restart_growth), 0.0)
         self.fit_factr = float(fit_factr)
