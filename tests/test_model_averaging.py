@@ -178,38 +178,39 @@ def test_with_all_the_weight_on_the_target_gp_the_average_is_the_switchs_gp(monk
     np.testing.assert_allclose(shift + factor * z_gp, z, rtol=1e-9, atol=1e-12)
 
 
+SPACE_1D = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+
+
+def _averaging_study(name: str, source: hs.MetaTask, n_trials: int):
+    """A 1-d study with ScaML-GP's evidence average after ``n_trials`` of ``(x - 0.3)^2``."""
+    study = hs.create_study(
+        name, SPACE_1D, storage=None, method="scaml", transfer_from=[source], handover=True,
+        handover_mode="average",
+    )  # fmt: skip
+    for _ in range(n_trials):
+        trial = study.ask()
+        study.tell(trial, (trial.params["x"] - 0.3) ** 2)
+    return study
+
+
 def test_handover_mode_is_validated_at_create_study():
-    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     X = np.random.default_rng(0).random((8, 1))
     source = hs.MetaTask("src", X, (X[:, 0] - 0.3) ** 2)
     with pytest.raises(hs.InvalidSettingError, match="handover_mode must be one of"):
         hs.create_study(
-            "e", space, storage=None, method="scaml", transfer_from=[source], handover_mode="mix"
-        )
-    study = hs.create_study(
-        "f", space, storage=None, method="scaml", transfer_from=[source], handover=True,
-        handover_mode="average",
-    )  # fmt: skip
-    for _ in range(7):
-        trial = study.ask()
-        study.tell(trial, (trial.params["x"] - 0.3) ** 2)
+            "e", SPACE_1D, storage=None, method="scaml", transfer_from=[source],
+            handover_mode="mix",
+        )  # fmt: skip
+    study = _averaging_study("f", source, 7)
     assert 0.0 <= study._strategy.engine.surrogate.target_gp_weight <= 1.0
 
 
 def test_the_transfer_report_says_how_much_the_target_gp_carries():
-    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     X = np.random.default_rng(0).random((12, 1))
     source = hs.MetaTask("src", X, -((X[:, 0] - 0.3) ** 2))  # the target's worst is its best
-    study = hs.create_study(
-        "r", space, storage=None, method="scaml", transfer_from=[source], handover=True,
-        handover_mode="average",
-    )  # fmt: skip
-    for _ in range(8):
-        trial = study.ask()
-        study.tell(trial, (trial.params["x"] - 0.3) ** 2)
-    report = study.transfer_report()
+    report = _averaging_study("r", source, 8).transfer_report()
     assert report.target_gp_weight is not None and 0.0 <= report.target_gp_weight <= 1.0
     assert f"carries {report.target_gp_weight:.0%}" in report.summary()
     assert report.to_dict()["target_gp_weight"] == report.target_gp_weight
-    plain = hs.create_study("p", space, storage=None, method="scaml", transfer_from=[source])
+    plain = hs.create_study("p", SPACE_1D, storage=None, method="scaml", transfer_from=[source])
     assert plain.transfer_report().target_gp_weight is None

@@ -86,6 +86,7 @@ class AveragedPosterior:
             self.screening_points = min(s for s in screening if s is not None)
 
     def _moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every part's mean and variance at ``X`` in the common units (``k x m`` each)."""
         means, variances = [], []
         for p in self.parts:
             m, v = p.posterior.posterior(X)
@@ -95,18 +96,11 @@ class AveragedPosterior:
 
     def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mixture mean and variance at ``X`` (``m x d``)."""
-        if len(self.parts) == 1:
-            return self._one(X)
         means, variances = self._moments(X)
         w = self.weights[:, None]
         mean = (w * means).sum(0)
         var = (w * (variances + (means - mean) ** 2)).sum(0)
         return mean, np.maximum(var, 1e-12)
-
-    def _one(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = self.parts[0]
-        m, v = p.posterior.posterior(X)
-        return p.shift + p.factor * m, p.factor**2 * v
 
     def posterior_and_grad(
         self, X: np.ndarray
@@ -153,11 +147,11 @@ class AveragedPosterior:
         it would alone: no mean moves, every variance shrinks at ``X``, and the order of the
         fantasies does not matter.
         """
-        y = np.asarray(y, dtype=np.float64)
-        residual = y - self.posterior(X)[0]
+        means = self._moments(X)[0]  # k x p, common units
+        residual = np.asarray(y, dtype=np.float64) - self.weights @ means
         parts = []
-        for p in self.parts:
-            own = p.posterior.posterior(X)[0] + residual / p.factor
+        for p, mean in zip(self.parts, means, strict=True):
+            own = (mean + residual - p.shift) / p.factor  # m_k(X) + residual, in its own units
             parts.append(Part(p.posterior.fantasize(X, own), p.weight, p.shift, p.factor))
         return AveragedPosterior(parts)
 
