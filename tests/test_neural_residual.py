@@ -15,6 +15,7 @@ from headstart._transfer.features import FeatureNet
 from headstart._transfer.neural_residual import (
     ResidualPosterior,
     fit_residual,
+    nearest_to_incumbent,
     neg_log_posterior,
 )
 from headstart.testing.surrogates import finite_difference_errors
@@ -140,3 +141,48 @@ def test_the_residual_takes_what_the_basis_cannot_represent():
     Xs[:, 2] = 0.0
     ys = (np.sin(3 * Xs[:, 1]) - np.sin(3 * X[:, 1]).mean()) / np.sin(3 * X[:, 1]).std()
     assert np.sqrt(np.mean((post.posterior(Xs)[0] - ys) ** 2)) < 0.1
+
+
+def test_local_fit_is_the_exact_posterior_of_the_block_diagonal_residual_kernel():
+    """Beyond ``max_points``, the model keeps the residual's correlations among the points nearest
+    the incumbent only: the exact posterior of the kernel whose residual part is block-diagonal
+    (the subset one block, every other point its own), built here by brute force."""
+    net, (X, y) = _net(), _data(n=12)
+    theta = _theta()
+    head = blr_at(np.concatenate([theta[:4], [-theta[-1]]]), net.features(X), y)
+    post = fit_residual(net, 4, X, y, IS_CAT, head, ard=True, init=theta, frozen=True, max_points=5)
+    exact = ResidualPosterior(net, 4, X, y, IS_CAT, theta)
+    near = nearest_to_incumbent(X, y, IS_CAT, exact.lengthscales, 5)
+    assert near[0] == np.argmax(y) and len(post.y) == 5
+    in_s = np.isin(np.arange(len(y)), near)
+    Xs = _data(n=5, seed=7)[0]
+    F, Fs = net.features(X)[:, :4], net.features(Xs)[:, :4]
+    lin = lambda A, B: (A * exact.inv_alpha) @ B.T  # noqa: E731
+    K = lin(F, F) + np.where(np.outer(in_s, in_s), _brute_kernel(exact, X, X) - lin(F, F), 0)
+    K[np.diag_indices(len(y))] = lin(F, F).diagonal() + exact.s + exact.noise
+    ks = lin(Fs, F) + np.where(in_s, _brute_kernel(exact, Xs, X) - lin(Fs, F), 0)
+    mean = ks @ np.linalg.solve(K, y)
+    cov = _brute_kernel(exact, Xs, Xs) - ks @ np.linalg.solve(K, ks.T)
+    got_mean, got_var = post.posterior(Xs)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(got_var, np.diag(cov), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(post.joint_posterior(Xs)[1], cov, rtol=1e-6, atol=1e-9)
+    for analytic, numeric in finite_difference_errors(post, Xs, np.array([0, 1]), h=1e-6).values():
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+    both = post.fantasize(Xs[:2], np.array([0.3, -0.1]))  # fantasies join the exact block
+    ref = ResidualPosterior(
+        net, 4, np.vstack([post.X, Xs[:2]]), np.r_[post.y, 0.3, -0.1], IS_CAT, theta,
+        w_prior=post.w_prior,
+    )  # fmt: skip
+    for a, b in zip(both.posterior(Xs), ref.posterior(Xs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_local_fit_equals_the_exact_fit_when_the_data_fit_in_the_subset():
+    net, (X, y) = _net(), _data()
+    theta = _theta()
+    head = blr_at(np.concatenate([theta[:4], [-theta[-1]]]), net.features(X), y)
+    local = fit_residual(net, 4, X, y, IS_CAT, head, ard=True, init=theta, max_points=len(y))
+    exact = fit_residual(net, 4, X, y, IS_CAT, head, ard=True, init=theta)
+    np.testing.assert_array_equal(local.theta, exact.theta)
+    assert local.w_prior is None

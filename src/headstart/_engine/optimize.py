@@ -335,8 +335,10 @@ def _best_non_duplicate(
     """The best row of ``X`` that duplicates no training row, lies in no tie ball (``radii``)
     and outside ``ball = (centre, per-column radii)`` (an ellipsoid); else the best row."""
     order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
-    for start in range(0, len(order), 256):
-        block = order[start : start + 256]
+    start, size = 0, 8  # the best few first: usually one of them is fresh (n x d work per row)
+    while start < len(order):
+        block = order[start : start + size]
+        start, size = start + size, min(2 * size, 256)
         dup = is_duplicate(X[block], train_X, atol)
         if radii is not None:
             dup |= within_radii(X[block], train_X[: len(radii)], radii)

@@ -32,5 +32,11 @@ NEURAL_ACTIVE = "n_obs"  # ABRAC's active basis r = min(n, 20): our reading, the
 # A Matérn GP beside the neural head (issue 32): chosen on forrester-loo and quadratic-loo,
 # confirmed on the FC-Net tables (docs/benchmarks/abrac.md); False is the papers' method
 NEURAL_RESIDUAL = True
+# Beyond this many target points (issue 32, speed at n >= 500): the residual's correlations are
+# kept for the points nearest the incumbent only (neural_residual.fit_residual's max_points), and
+# the head's and the residual's hyperparameters are refitted once the data have grown by
+# NEURAL_REFIT_GROWTH since the last fit (conditioned at the last fit's values in between)
+NEURAL_LOCAL_POINTS = 100
+NEURAL_REFIT_GROWTH = 0.05
 NEURAL_TRUNCATION = "uniform"  # nested dropout's truncation distribution
 NEURAL_BASES = ("nested", "ablr", "plain")  # how the basis is trained (features.train_features)

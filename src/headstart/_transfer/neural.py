@@ -47,6 +47,8 @@ from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
 from headstart._transfer.defaults import (
     NEURAL_ACTIVE,
     NEURAL_BASES,
+    NEURAL_LOCAL_POINTS,
+    NEURAL_REFIT_GROWTH,
     NEURAL_RESIDUAL,
     NEURAL_TRUNCATION,
 )
@@ -137,6 +139,12 @@ class ShiftedPosterior:
         return ShiftedPosterior(self.inner.fantasize(X, y - self._offset(X)), self.net, self.w0)
 
 
+def refit_due(n: int, n_at_fit: int) -> bool:
+    """Beyond :data:`NEURAL_LOCAL_POINTS` observations, whether the hyperparameters are refitted
+    on ``n`` points: once they have grown by :data:`NEURAL_REFIT_GROWTH` since the last fit."""
+    return n - n_at_fit >= max(1, math.ceil(NEURAL_REFIT_GROWTH * n_at_fit))
+
+
 def source_mean_weights(net: FeatureNet, meta_tasks, ard: bool) -> np.ndarray:
     r"""The average of the sources' own head means on the basis: ``w0 = mean_t m_t``, each
     ``m_t`` the posterior mean of a BLR head fitted to source ``t`` (standardized values)."""
@@ -198,7 +206,8 @@ class NeuralTransfer:
         )
         self._theta: np.ndarray | None = None
         self._residual_theta: np.ndarray | None = None
-        self._n_at_full_fit = 0  # the residual model's last fit from every start
+        self._n_at_full_fit = 0  # the last fit from every start
+        self._n_at_fit = 0  # the last fit (beyond NEURAL_LOCAL_POINTS, fits follow refit_due)
         self._head: BLRFit | None = None
         self._last: Any = None
 
@@ -220,15 +229,27 @@ class NeuralTransfer:
         y = y_model if self.source_mean is None else y_model - F @ self.source_mean
         n_params = (r if self.ard else 1) + 1
         warm = self._theta is not None and len(self._theta) == n_params
-        fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None)
+        n = len(y)
+        warm_only = warm and not default_refit_due(n, self._n_at_full_fit)
+        if self.residual:
+            warm_only = warm_only and self._residual_theta is not None
+        frozen = warm_only and n > NEURAL_LOCAL_POINTS and not refit_due(n, self._n_at_fit)
+        if not warm_only:
+            self._n_at_full_fit = n
+        if not frozen:
+            self._n_at_fit = n
+            fit = fit_blr(
+                Phi, y, ard=self.ard, init=self._theta if warm else None, warm_only=warm_only
+            )
+        else:
+            theta = (
+                self._theta
+                if self.ard
+                else np.concatenate([[self._theta[0]] * r, [self._theta[1]]])
+            )
+            fit = blr_at(theta, Phi, y)
         self._theta, self._head = theta_of(fit, self.ard), fit
         if self.residual:
-            n = len(y)
-            warm_only = self._residual_theta is not None and not default_refit_due(
-                n, self._n_at_full_fit
-            )
-            if not warm_only:
-                self._n_at_full_fit = n
             self._last = fit_residual(
                 self.net,
                 r,
@@ -240,6 +261,8 @@ class NeuralTransfer:
                 deterministic=self.deterministic,
                 init=self._residual_theta,
                 warm_only=warm_only,
+                max_points=NEURAL_LOCAL_POINTS,
+                frozen=frozen,
             )
             self._residual_theta = self._last.theta
         else:
