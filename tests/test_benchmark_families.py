@@ -450,3 +450,18 @@ def test_transfer_protocol_script_smoke(tmp_path):
     args = [*base, "--methods", "headstart-warmstart", "--out", str(tmp_path), "--report-only"]
     assert module.main(args) == 0
     assert "is not among the methods" in (tmp_path / "transfer_protocol_selection.md").read_text()
+
+
+@pytest.mark.slow
+def test_abrac_speed_part_smoke(tmp_path):
+    """The speed part of ``benchmarks/abrac.py`` at a small n: its window of asks holds a refit
+    of the neural methods (``ceil(0.05 n) + 1`` pairs at least), and the table reports its mean."""
+    module = benchmark_script("abrac")
+    skip = "regret,early,tables,svm,long,scaling"
+    args = ["--skip", skip, "--speed", "120", "--speed-repeats", "2", "--out", str(tmp_path)]
+    assert module.main(args) == 0
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "abrac_speed.csv")
+    assert set(rows["repeats"]) == {math.ceil(0.05 * 120) + 1} and len(rows) == 3
+    assert "| 120 |" in (tmp_path / "abrac.md").read_text()

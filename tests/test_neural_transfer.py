@@ -245,3 +245,33 @@ def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it(
         dm, numeric = finite_difference_errors(post, grid[50:53], np.array([0]), h=1e-6)["mean"]
         np.testing.assert_allclose(dm[:, 0], numeric[:, 0], rtol=1e-4, atol=1e-6)
     assert errors[True] < 0.9 * errors[False]
+
+
+def test_beyond_the_local_size_hyperparameters_refit_per_growth_and_the_residual_is_local(
+    monkeypatch,
+):
+    """Issue 32 (speed at n >= 500): past NEURAL_LOCAL_POINTS observations, the head's and the
+    residual's hyperparameters are refitted once the data have grown by NEURAL_REFIT_GROWTH,
+    and the residual keeps its correlations among that many points nearest the incumbent."""
+    import headstart._transfer.neural as neural
+
+    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 12)
+    monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
+    model = NeuralTransfer(_forrester_tasks(), np.zeros(1, bool), deterministic=True, active="all")
+    rng = np.random.default_rng(0)
+    X = rng.random((24, 1))
+    y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    thetas = []
+    for n in range(12, 24):
+        post, _ = model.condition(X[:n], y[:n], rng)
+        thetas.append(post.theta.copy())
+        assert len(post.y) == min(n, 12)  # the exact block
+        assert (post.w_prior is None) == (n <= 12)
+    # fits at 12 (the first), 15 (grown by ceil(0.25 * 12) = 3), 17 (the full refit's schedule:
+    # 5 after 12) and 22 (grown by 5); conditioned at the last fit's values in between
+    changed = [
+        n
+        for n, a, b in zip(range(13, 24), thetas, thetas[1:], strict=False)
+        if not np.array_equal(a, b)
+    ]
+    assert set(changed) <= {15, 17, 22} and 15 in changed
