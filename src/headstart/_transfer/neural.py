@@ -230,24 +230,20 @@ class NeuralTransfer:
         n_params = (r if self.ard else 1) + 1
         warm = self._theta is not None and len(self._theta) == n_params
         n = len(y)
-        warm_only = warm and not default_refit_due(n, self._n_at_full_fit)
-        if self.residual:
-            warm_only = warm_only and self._residual_theta is not None
-        frozen = warm_only and n > NEURAL_LOCAL_POINTS and not refit_due(n, self._n_at_fit)
+        due = default_refit_due(n, self._n_at_full_fit)
+        warm_only = not due and (self._residual_theta is not None if self.residual else warm)
         if not warm_only:
             self._n_at_full_fit = n
-        if not frozen:
-            self._n_at_fit = n
-            fit = fit_blr(
-                Phi, y, ard=self.ard, init=self._theta if warm else None, warm_only=warm_only
-            )
-        else:
-            theta = (
-                self._theta
-                if self.ard
-                else np.concatenate([[self._theta[0]] * r, [self._theta[1]]])
-            )
+        # beyond NEURAL_LOCAL_POINTS: the head's default start on the schedule too, and between
+        # refits (refit_due) no fit at all (up to it, every fit runs as the papers' heads do)
+        large = n > NEURAL_LOCAL_POINTS and warm and warm_only
+        frozen = large and not refit_due(n, self._n_at_fit)
+        if frozen:
+            theta = self._theta if self.ard else np.r_[[self._theta[0]] * r, self._theta[1:]]
             fit = blr_at(theta, Phi, y)
+        else:
+            self._n_at_fit = n
+            fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None, warm_only=large)
         self._theta, self._head = theta_of(fit, self.ard), fit
         if self.residual:
             self._last = fit_residual(
