@@ -145,6 +145,27 @@ def test_candidates_rule_starts_at_one_of_the_sources_own_winners():
     assert distance < 1e-9  # evaluated by a source, not interpolated between them
 
 
+def test_lcb_winner_rule_tries_the_best_rated_source_winner_second():
+    """``first_trial="lcb-winner"``: the prior's ``mu - sigma`` first (as ``"lcb"``), then the
+    source winner with the highest posterior mean after that observation; LogEI after."""
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "y": hs.Float(0.0, 1.0)})
+    sources = _bowl_sources()
+    winners = [f.loc[f["value"].idxmin(), ["x", "y"]].to_numpy() for f in sources]
+
+    def study(rule):
+        return hs.create_study(
+            rule, space, storage=None, method="scaml", transfer_from=sources, seed=0,
+            first_trial=rule,
+        )  # fmt: skip
+
+    hedge, lcb = study("lcb-winner"), study("lcb")
+    for s in (hedge, lcb):
+        s.optimize(lambda p: (p["x"] - 0.5) ** 2 + p["y"], n_trials=3)
+    first, second = (np.array([t.params["x"], t.params["y"]]) for t in hedge.trials[:2])
+    assert np.allclose(first, [lcb.trials[0].params["x"], lcb.trials[0].params["y"]])
+    assert min(np.hypot(*(second - w)) for w in winners) < 1e-9  # a source's own winner
+
+
 def test_engine_rejects_an_empty_first_pool():
     from headstart._engine.engine import BOEngine, DimSpec
     from headstart._gp import MaternGP

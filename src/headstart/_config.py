@@ -66,8 +66,9 @@ class StudyConfig:
             ``"candidates"`` (of the sources' own best configurations, one per source, the
             one the model expects best), ``"lcb"`` (the maximizer of the prior's
             ``mu - sigma``), ``"mean"`` (the maximizer of the prior mean) or ``"acquisition"``
-            (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper); ``None``: the
-            method's default.
+            (UCB with ``ucb_beta`` on the prior, as in the ScaML-GP paper), ``"lcb-winner"``
+            (``"lcb"``, then the source winner rated best after it); ``None``: the method's
+            default.
         transfer: Where the frozen meta-data are stored (set by ``create_study``).
         prior_model: Model-cache key of an MPHD prior (``method="mphd"``; set by
             ``create_study``).

@@ -236,8 +236,10 @@ def create_study(
             ``"candidates"`` (of the sources' own best configurations, one per source, the one
             the model expects best), ``"lcb"`` (the maximizer of the prior's ``mu - sigma``),
             ``"mean"`` (the maximizer of the sources' prior mean) or ``"acquisition"`` (UCB
-            with ``ucb_beta`` on the sources' prior, as in the ScaML-GP paper). Default: the
-            method's (see ``docs/benchmarks/transfer_defaults.md`` for the measurement).
+            with ``ucb_beta`` on the sources' prior, as in the ScaML-GP paper); ``"lcb-winner"``
+            (``"lcb"``, then the source winner the model rates best after that observation).
+            Default: the method's (see ``docs/benchmarks/transfer_defaults.md`` and
+            ``docs/benchmarks/transfer_protocol.md`` for the measurements).
         prior_strength: piBO's ``beta`` (Hvarfner et al. 2022): when parameters carry priors
             (``hs.Normal``, ``hs.Beta``, categorical weights) or ``prior_density`` is given, every
             model-based suggestion maximizes ``acquisition(x) * pi(x)^(beta / n)``, ``n = 1, 2,

@@ -13,5 +13,11 @@ Modules, one job each (none imports torch at import time):
 """
 
 UCB_BETA = 2.0  # UCB exploration weight: mu + sqrt(2) sigma (Srinivas et al. 2010; common practice)
-FIRST_RULES = ("acquisition", "mean", "lcb", "candidates")  # a transfer model's first trial
+FIRST_RULES = (
+    "acquisition",
+    "mean",
+    "lcb",
+    "candidates",
+    "lcb-winner",
+)  # a transfer model's first trial
 ACQUISITIONS = ("logei", "ei", "pi", "ucb", "ts")  # the acquisition= names the engine knows

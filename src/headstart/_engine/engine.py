@@ -46,6 +46,7 @@ from headstart._engine import ACQUISITIONS, FIRST_RULES
 from headstart._engine.acquisition import UCB_BETA, Criterion, PriorWeight
 from headstart._engine.optimize import (
     MixedSpace,
+    is_duplicate,
     optimize_criterion,
     stalled_incumbent,
     thompson_sample,
@@ -55,7 +56,8 @@ from headstart._engine.threads import limit_threads
 
 KINDS = ("continuous", "integer", "categorical")
 DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no lengthscales
-FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0}  # UCB beta of each first-trial rule
+# UCB beta of each first-trial rule
+FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0, "lcb-winner": -1.0}
 PENDING_RULES = ("believer", "liar", "refit")
 N_REFERENCE_POINTS = 512  # uniform points whose predicted front widens the EHVI reference
 DEFAULT_PENDING_RULE = "believer"
@@ -109,7 +111,10 @@ class BOEngine:
             prior; ``"mean"`` -- the prior mean's maximizer; ``"lcb"`` -- the maximizer of the
             pessimistic ``mu - sigma`` (where the sources agree); ``"candidates"`` -- of the
             first ``n_first`` candidates, the one with the highest prior mean (for transfer:
-            of the sources' own best configurations, the one the model expects to be best).
+            of the sources' own best configurations, the one the model expects to be best);
+            ``"lcb-winner"`` -- ``"lcb"`` first, then, after that one observation, the candidate
+            (of the first ``n_first``) with the highest posterior mean: the prior's cautious
+            choice and the sources' best-rated winner both in the first two trials.
         candidates: ``c x d`` points the acquisition search always screens (for transfer: the
             sources' best configurations, best first), or ``None``.
         n_first: How many leading rows of ``candidates`` the ``"candidates"`` rule chooses
@@ -328,6 +333,11 @@ class BOEngine:
         if self.first_rule == "candidates" and not len(X):  # the first trial: a known winner
             pool = self.candidates[: self.n_first]
             return pool[int(np.argmax(criterion.value(pool)))]
+        if self.first_rule == "lcb-winner" and len(X) == 1 and self.candidates is not None:
+            pool = self._space.snap(self.candidates[: self.n_first].copy())
+            fresh = pool[~is_duplicate(pool, X)]
+            if len(fresh):  # the second trial: the winner the model now rates best
+                return fresh[int(np.argmax(criterion.posterior.posterior(fresh)[0]))]
         ell = criterion.posterior.lengthscales
         if ell is None:
             ell = np.full(len(self.dims), DEFAULT_SEARCH_LENGTHSCALE)

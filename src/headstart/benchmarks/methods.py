@@ -867,6 +867,11 @@ register_method(
     description="headstart ScaML-GP averaged with the target-only GP by evidence (issue 31)",
 )
 register_method(
+    "headstart-scaml-lcbwinner",
+    TransferVariant("scaml", (("first_trial", "lcb-winner"),)),
+    description="headstart ScaML-GP, mu - sigma first, then the best-rated source winner (issue 31)",
+)
+register_method(
     "headstart-gp-init10",
     GPVariant((("n_initial", 10),)),
     description="headstart GP-BO at its defaults with 10 initial points whatever d (GPSampler's)",
