@@ -2,7 +2,10 @@ r"""ABLR and ABRAC as :class:`~headstart._engine.protocols.Surrogate` s: a froze
 trained once on the sources (:mod:`.features`), and a Bayesian linear regression head on the
 target (:mod:`.blr`), refit on every ``condition`` in O(n r^2 + r^3) -- linear in the target's
 observations, with no ``n x n`` matrix -- and, by default, a Matérn GP beside the head
-(``residual``), which costs what GP-BO's GP costs.
+(``residual``). Past :data:`~headstart._transfer.defaults.NEURAL_LOCAL_POINTS` observations the
+residual is exact only among the points nearest the incumbent (``fit_residual``'s
+``max_points``) and the hyperparameters are refitted per :func:`refit_due`, so a suggestion's
+cost stops growing with the trials (issue 32: 1.8x GP-BO's at n = 500 before).
 
 Settings (the methods ``abrac``, ``ablr`` and ``ablr-sgd-fixed`` of :mod:`headstart._methods`
 are three presets of them):
