@@ -304,8 +304,9 @@ class NeuralTransfer:
                     "outputscale": post.s,
                     "lengthscales": post.lengthscales.tolist(),
                     "noise_variance": post.noise,
-                    "log_evidence": post.mll,
+                    "log_evidence": post.mll,  # past the local size: of the exact block
                     "head_log_evidence": -fit.nll,
+                    "exact_points": len(post.y),  # the points its correlations are kept among
                 }
         return out
 

@@ -79,7 +79,8 @@ class ResidualPosterior:
     ) -> None:
         """``sq_diffs``: :func:`_sq_diffs` of ``X`` with itself as ``n^2 x d``, when the caller
         has it (the fit does). ``w_prior``: the weights' prior ``N(m0, C0)`` in place of
-        ``N(0, A^{-1})`` (:func:`fit_local_residual`: what the points outside the subset say)."""
+        ``N(0, A^{-1})`` (:func:`fit_residual` with ``max_points``: what the points outside the
+        exact block say)."""
         self.net, self.r, self.is_cat = net, r, np.asarray(is_cat, dtype=bool)
         self.X, self.y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
         self.theta = np.asarray(theta, dtype=np.float64)
