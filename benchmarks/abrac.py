@@ -458,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         late = late.mean()
         reg = long[long["iteration"] == long["iteration"].max()].groupby("method")["regret"].mean()
         text += [
-            f"### Many target evaluations: quadratic-loo, budget {long['iteration'].max()}",
+            f"### Many target evaluations: quadratic-loo, budget {long['iteration'].max()} "
+            f"({long['seed'].nunique()} seeds)",
             "",
             "| method | mean s / suggestion | s / suggestion, last 50 | final regret |",
             "|---|---:|---:|---:|",
