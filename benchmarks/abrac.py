@@ -329,8 +329,9 @@ def suggestion_seconds(sizes, repeats: int, out_csv: Path) -> str:
         "",
         "Mean of the ask + tell pairs after the first ask (the first runs the full fit from "
         "every start; its time is the last columns), `max(7, ceil(0.05 n) + 1)` of them: a "
-        "window that holds one of the neural methods' scheduled refits, so the mean is the "
-        "amortized cost. Ratio = method / GP.",
+        "window that holds one of the neural methods' refits per 5% growth, so the mean is "
+        "their amortized cost (the refit from every start comes once per 25% growth, about "
+        "the first ask's time over n / 4 asks). Ratio = method / GP.",
         "",
         "| n | GP s | ABRAC (paper) s | ratio | ABRAC (residual, default) s | ratio | "
         "first ask: GP / paper / residual s |",

@@ -152,7 +152,7 @@ def test_local_fit_is_the_exact_posterior_of_the_block_diagonal_residual_kernel(
     head = blr_at(np.concatenate([theta[:4], [-theta[-1]]]), net.features(X), y)
     post = fit_residual(net, 4, X, y, IS_CAT, head, ard=True, init=theta, frozen=True, max_points=5)
     exact = ResidualPosterior(net, 4, X, y, IS_CAT, theta)
-    near = nearest_to_incumbent(X, y, IS_CAT, exact.lengthscales, 5)
+    near = nearest_to_incumbent(X, int(np.argmax(y)), IS_CAT, exact.lengthscales, 5)
     assert near[0] == np.argmax(y) and len(post.y) == 5
     in_s = np.isin(np.arange(len(y)), near)
     Xs = _data(n=5, seed=7)[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -275,3 +277,56 @@ def test_beyond_the_local_size_hyperparameters_refit_per_growth_and_the_residual
         if not np.array_equal(a, b)
     ]
     assert set(changed) <= {15, 17, 22} and 15 in changed
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_the_papers_head_past_the_local_size_is_conditioned_between_refits_and_resumes(
+    monkeypatch, ard
+):
+    """residual=False (the papers' heads, ARD or one precision): past NEURAL_LOCAL_POINTS the
+    head's hyperparameters stay fixed between refits; a model restored from ``state()`` refits
+    when the original does (the schedule's counters are part of the state)."""
+    import headstart._transfer.neural as neural
+
+    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 12)
+    monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
+    tasks = _forrester_tasks()
+
+    def make():
+        return NeuralTransfer(tasks, np.zeros(1, bool), residual=False, ard=ard, active="all")
+
+    model = make()
+    rng = np.random.default_rng(0)
+    X = rng.random((24, 1))
+    y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    thetas = []
+    for n in range(12, 24):
+        model.condition(X[:n], y[:n], rng)
+        thetas.append(model._theta.copy())
+        if n == 14:
+            restored = make()
+            restored.load_state(json.loads(json.dumps(model.state())))
+    changed = {
+        n
+        for n, a, b in zip(range(13, 24), thetas, thetas[1:], strict=False)
+        if not np.array_equal(a, b)
+    }
+    assert changed <= {15, 17, 22} and 15 in changed
+    for n in range(15, 24):
+        restored.condition(X[:n], y[:n], rng)
+        np.testing.assert_allclose(restored._theta, thetas[n - 12], rtol=1e-6, atol=1e-8)
+
+
+def test_the_exact_block_is_centred_on_the_best_trial_also_with_the_source_mean(monkeypatch):
+    """With ``source_mean`` the head fits values minus the sources' mean; the residual's exact
+    block still gathers around the best observed trial (it gathered around the best shifted
+    value before)."""
+    import headstart._transfer.neural as neural
+
+    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 6)
+    model = NeuralTransfer(_forrester_tasks(), np.zeros(1, bool), source_mean=True)
+    rng = np.random.default_rng(0)
+    X = rng.random((15, 1))
+    y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    post, _ = model.condition(X, y, rng)
+    np.testing.assert_array_equal(post.inner.X[0], X[np.argmax(y)])

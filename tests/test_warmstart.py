@@ -166,6 +166,27 @@ def test_lcb_winner_rule_tries_the_best_rated_source_winner_second():
     assert min(np.hypot(*(second - w)) for w in winners) < 1e-9  # a source's own winner
 
 
+def test_lcb_winner_second_point_is_the_fresh_candidate_with_the_highest_posterior_mean():
+    from headstart._engine.engine import BOEngine, DimSpec
+    from headstart._gp import MaternGP
+
+    cands = np.array([[0.1], [0.5], [0.9], [0.62]])
+    engine = BOEngine(
+        [DimSpec("continuous")],
+        MaternGP(np.array([False])),
+        first_rule="lcb-winner",
+        candidates=cands,
+        n_first=3,  # 0.62 is screened but is no source's winner
+    )
+    rng = np.random.default_rng(0)
+    X, y = np.array([[0.6]]), np.array([1.0])
+    posterior, _ = engine.surrogate.condition(X, y, rng)
+    expected = cands[:3][np.argmax(posterior.posterior(cands[:3])[0])]
+    np.testing.assert_array_equal(engine.suggest(X, y, rng=rng), expected)
+    X = np.array([[0.5]])  # a duplicate of a winner is never the second point
+    assert engine.suggest(X, y, rng=rng)[0] in (0.1, 0.9)
+
+
 def test_engine_rejects_an_empty_first_pool():
     from headstart._engine.engine import BOEngine, DimSpec
     from headstart._gp import MaternGP

@@ -112,9 +112,11 @@ class BOEngine:
             pessimistic ``mu - sigma`` (where the sources agree); ``"candidates"`` -- of the
             first ``n_first`` candidates, the one with the highest prior mean (for transfer:
             of the sources' own best configurations, the one the model expects to be best);
-            ``"lcb-winner"`` -- ``"lcb"`` first, then, after that one observation, the candidate
-            (of the first ``n_first``) with the highest posterior mean: the prior's cautious
-            choice and the sources' best-rated winner both in the first two trials.
+            ``"lcb-winner"`` -- ``"lcb"`` first, then, as the second point (after one completed
+            or pending one; a pending one as a fantasy), the candidate of the first ``n_first``
+            with the highest posterior mean: the prior's cautious choice and the sources'
+            best-rated winner both in the first two trials. Without candidates, or with
+            ``acquisition="ts"`` (which draws its own points), it is ``"lcb"``.
         candidates: ``c x d`` points the acquisition search always screens (for transfer: the
             sources' best configurations, best first), or ``None``.
         n_first: How many leading rows of ``candidates`` the ``"candidates"`` rule chooses
