@@ -80,7 +80,7 @@ class FeatureNet:
         J = np.broadcast_to(np.eye(h.shape[1]), (len(h), h.shape[1], h.shape[1]))
         for i, (W, b) in enumerate(self.layers):
             h = h @ W.T + b
-            J = np.einsum("oi,mid->mod", W, J)
+            J = W @ J  # m x out x D (einsum took 10x longer here)
             if i < len(self.layers) - 1:
                 h = np.tanh(h)
                 J = (1.0 - h * h)[:, :, None] * J

@@ -91,8 +91,8 @@ class NeuralPosterior:
         SF = self.fit.solve(F).T  # m x r: S f; f^T S f = ||L^{-1} f||^2 (one solve for both)
         mean = F @ self.fit.mean_w
         var = np.maximum(((F * SF).sum(1) + 1.0) / self.fit.beta, 1e-12)
-        dmean = np.einsum("mrd,r->md", J, self.fit.mean_w)
-        dvar = 2.0 / self.fit.beta * np.einsum("mr,mrd->md", SF, J)
+        dmean = self.fit.mean_w @ J
+        dvar = 2.0 / self.fit.beta * (SF[:, None, :] @ J)[:, 0]
         return mean, var, dmean, dvar
 
     def joint_posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +132,7 @@ class ShiftedPosterior:
     def posterior_and_grad(self, X):
         mean, var, dmean, dvar = self.inner.posterior_and_grad(X)
         F, J = self.net.features_and_jacobian(np.atleast_2d(X))
-        return mean + F @ self.w0, var, dmean + np.einsum("mrd,r->md", J, self.w0), dvar
+        return mean + F @ self.w0, var, dmean + self.w0 @ J, dvar
 
     def joint_posterior(self, X):
         mean, cov = self.inner.joint_posterior(X)

@@ -154,11 +154,9 @@ class ResidualPosterior:
         G = self.s * df
         PA = self.PC  # n x r
         Ga, Gb = G * self.a, G * B
-        dmean = np.einsum("mrd,r->md", J, self.m0 + PA.T @ self.a) + two_w * (
-            X * Ga.sum(1)[:, None] - Ga @ self.X
-        )
-        dk_B = np.einsum("mrd,mr->md", J, B @ PA) + two_w * (X * Gb.sum(1)[:, None] - Gb @ self.X)
-        dprior = 2.0 * np.einsum("mrd,mr->md", J, FA)
+        dmean = (self.m0 + PA.T @ self.a) @ J + two_w * (X * Ga.sum(1)[:, None] - Ga @ self.X)
+        dk_B = ((B @ PA)[:, None, :] @ J)[:, 0] + two_w * (X * Gb.sum(1)[:, None] - Gb @ self.X)
+        dprior = 2.0 * (FA[:, None, :] @ J)[:, 0]
         dvar = dprior - 2.0 * dk_B
         dvar[raw_var < 1e-12] = 0.0
         return mean, np.maximum(raw_var, 1e-12), dmean, dvar
