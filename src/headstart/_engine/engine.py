@@ -336,7 +336,7 @@ class BOEngine:
             pool = self.candidates[: self.n_first]
             return pool[int(np.argmax(criterion.value(pool)))]
         if self.first_rule == "lcb-winner" and len(X) == 1 and self.candidates is not None:
-            pool = self._space.snap(self.candidates[: self.n_first].copy())
+            pool = self._space.snap(self.candidates[: self.n_first])  # a snapped copy
             fresh = pool[~is_duplicate(pool, X)]
             if len(fresh):  # the second trial: the winner the model now rates best
                 return fresh[int(np.argmax(criterion.posterior.posterior(fresh)[0]))]

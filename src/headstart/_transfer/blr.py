@@ -154,7 +154,7 @@ def fit_blr(
     stats = _Stats.of(Phi, y)
 
     def fun(theta):
-        full = np.concatenate([np.full(r, theta[0]), theta[1:]]) if not ard else theta
+        full = theta if ard else ard_theta(theta, r)
         value, grad = _nll_and_grad(full, stats)
         if not ard:
             grad = np.array([grad[:r].sum(), grad[r]])
@@ -168,7 +168,7 @@ def fit_blr(
     else:
         xs, fs = minimize(row_by_row(fun), x0, np.asarray(bounds), penalize_failures=False)
     best = xs[int(np.argmin(fs))]
-    theta = best if ard else np.concatenate([np.full(r, best[0]), best[1:]])
+    theta = best if ard else ard_theta(best, r)
     return blr_at(theta, Phi, y)
 
 
@@ -181,10 +181,22 @@ def blr_at(theta: np.ndarray, Phi: np.ndarray, y: np.ndarray) -> BLRFit:
     return BLRFit(alpha, beta, L, mean_w, value)
 
 
+def ard_theta(theta: np.ndarray, r: int) -> np.ndarray:
+    """One precision's ``(log alpha, log beta)`` (ABLR) as the ``r + 1`` values of an ARD head."""
+    return np.concatenate([np.full(r, theta[0]), theta[1:]])
+
+
 def theta_of(fit: BLRFit, ard: bool) -> np.ndarray:
     """The log-parameters of ``fit`` (a warm start for the next :func:`fit_blr`)."""
     alpha = np.log(fit.alpha) if ard else np.log(fit.alpha[:1])
     return np.concatenate([alpha, [math.log(fit.beta)]])
 
 
-__all__ = ["BLRFit", "blr_at", "fit_blr", "neg_log_marginal_likelihood", "theta_of"]
+__all__ = [
+    "BLRFit",
+    "ard_theta",
+    "blr_at",
+    "fit_blr",
+    "neg_log_marginal_likelihood",
+    "theta_of",
+]

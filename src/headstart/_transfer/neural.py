@@ -47,7 +47,7 @@ import numpy as np
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._gp.surrogate import default_refit_due
-from headstart._transfer.blr import BLRFit, blr_at, fit_blr, theta_of
+from headstart._transfer.blr import BLRFit, ard_theta, blr_at, fit_blr, theta_of
 from headstart._transfer.defaults import (
     NEURAL_ACTIVE,
     NEURAL_BASES,
@@ -243,8 +243,7 @@ class NeuralTransfer:
         large = n > NEURAL_LOCAL_POINTS and warm and warm_only
         frozen = large and not refit_due(n, self._n_at_fit)
         if frozen:
-            theta = self._theta if self.ard else np.r_[[self._theta[0]] * r, self._theta[1:]]
-            fit = blr_at(theta, Phi, y)
+            fit = blr_at(self._theta if self.ard else ard_theta(self._theta, r), Phi, y)
         else:
             self._n_at_fit = n
             fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None, warm_only=large)
@@ -257,6 +256,7 @@ class NeuralTransfer:
                 y,
                 self.is_cat,
                 fit,
+                Phi=Phi,
                 ard=self.ard,
                 deterministic=self.deterministic,
                 init=self._residual_theta,

@@ -76,9 +76,10 @@ class ResidualPosterior:
         theta: np.ndarray,
         sq_diffs: np.ndarray | None = None,
         w_prior: tuple[np.ndarray, np.ndarray] | None = None,
+        Phi: np.ndarray | None = None,
     ) -> None:
-        """``sq_diffs``: :func:`_sq_diffs` of ``X`` with itself as ``n^2 x d``, when the caller
-        has it (the fit does). ``w_prior``: the weights' prior ``N(m0, C0)`` in place of
+        """``sq_diffs``: :func:`_sq_diffs` of ``X`` with itself as ``n^2 x d``, and ``Phi`` the
+        first ``r`` features of ``X``, when the caller has them (the fit does). ``w_prior``: the weights' prior ``N(m0, C0)`` in place of
         ``N(0, A^{-1})`` (:func:`fit_residual` with ``max_points``: what the points outside the
         exact block say)."""
         self.net, self.r, self.is_cat = net, r, np.asarray(is_cat, dtype=bool)
@@ -96,7 +97,7 @@ class ResidualPosterior:
         self.s = float(np.exp(self.theta[k + d]))
         self.noise = float(np.exp(self.theta[k + d + 1]))
         self.outputscale = 1.0  # standardized targets: the prior variance's scale
-        self.Phi = self._features(self.X)
+        self.Phi = self._features(self.X) if Phi is None else Phi
         n = len(self.y)
         if sq_diffs is None:
             sq_diffs = _sq_diffs(self.X, self.X, self.is_cat).reshape(n * n, d)
@@ -117,6 +118,11 @@ class ResidualPosterior:
     def _features(self, X: np.ndarray) -> np.ndarray:
         return self.net.features(np.atleast_2d(X))[:, : self.r]
 
+    def _k_train(self, X: np.ndarray, F: np.ndarray) -> np.ndarray:
+        """``k(X, self.X)`` (``m x n``) from ``X``'s features ``F``."""
+        r2 = sq_dist_np(X, self.X, self.is_cat, self.w)
+        return F @ self.PC.T + self.s * matern52_np(r2)[0]
+
     def kernel(self, X, Z, FX=None, FZ=None) -> np.ndarray:
         """``k(X, Z) = phi(X) C0 phi(Z)^T + s k_M(X, Z)`` (``C0 = A^{-1}`` by default)."""
         FX = self._features(X) if FX is None else FX
@@ -130,7 +136,7 @@ class ResidualPosterior:
     def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         X = np.atleast_2d(X)
         F = self._features(X)
-        k = F @ self.PC.T + self.s * matern52_np(sq_dist_np(X, self.X, self.is_cat, self.w))[0]
+        k = self._k_train(X, F)
         V = scipy.linalg.solve_triangular(self.L, k.T, lower=True, check_finite=False)
         mean = F @ self.m0 + k @ self.a
         return mean, np.maximum(self._prior_var(F) - (V * V).sum(0), 1e-12)
@@ -164,7 +170,7 @@ class ResidualPosterior:
     def joint_posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         X = np.atleast_2d(X)
         F = self._features(X)
-        k = self.kernel(X, self.X, F, self.Phi)
+        k = self._k_train(X, F)
         V = scipy.linalg.solve_triangular(self.L, k.T, lower=True, check_finite=False)
         cov = self.kernel(X, X, F, F) - V.T @ V
         return F @ self.m0 + k @ self.a, 0.5 * (cov + cov.T)
@@ -265,6 +271,7 @@ def fit_residual(
     is_cat: np.ndarray,
     head: BLRFit,
     *,
+    Phi: np.ndarray | None = None,
     ard: bool,
     deterministic: bool = False,
     init: np.ndarray | None = None,
@@ -275,6 +282,7 @@ def fit_residual(
 ) -> ResidualPosterior:
     r"""MAP fit of the residual model from the head's fit (and ``init``, a previous ``theta``).
 
+    ``Phi``: the features of ``X`` (at least ``r`` columns), when the caller has them.
     ``warm_only``: fit from ``init`` alone (the caller's schedule decides when the other starts
     run again, as the Matérn GP's does: :func:`headstart._gp.surrogate.default_refit_due`).
     ``frozen``: no fit, ``init`` as it is (a valid ``init`` is required; else it fits).
@@ -292,6 +300,7 @@ def fit_residual(
     ``O(m^2)`` per candidate instead of ``O(n^2)`` (issue 32: 1.8x GP-BO's time at n = 500
     before)."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    Phi = (net.features(X) if Phi is None else np.asarray(Phi, dtype=np.float64))[:, :r]
     d, k = X.shape[1], (r if ard else 1)
     log_alpha = np.log(head.alpha) if ard else np.log(head.alpha[:1])
     log_noise = DETERMINISTIC_LOG_NOISE if deterministic else math.log(max(1 / head.beta, 1e-6))
@@ -304,12 +313,11 @@ def fit_residual(
         best = int(np.argmax(y)) if incumbent is None else int(incumbent)
         near = nearest_to_incumbent(X, best, is_cat, ell, max_points)
         rest = np.setdiff1d(np.arange(len(y)), near)
-        X, y, X_rest, y_rest = X[near], y[near], X[rest], y[rest]
+        X, y, Phi, Phi_rest, y_rest = X[near], y[near], Phi[near], Phi[rest], y[rest]
     D2 = _sq_diffs(X, X, is_cat).reshape(len(X) ** 2, d)
     if frozen and warm is not None:
         theta = warm
     else:
-        Phi = net.features(X)[:, :r]
         second = first.copy()  # the residual carries the data: GP-BO's start, the basis beside it
         second[-2:] = [0.0, max(log_noise, math.log(1e-2)) if not deterministic else log_noise]
         starts = [first, second]
@@ -323,10 +331,8 @@ def fit_residual(
         if not np.isfinite(fs).any():
             xs, fs = np.array(starts[:1]), np.zeros(1)
         theta = xs[int(np.argmin(fs))]
-    if rest is None:
-        return ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2)
-    w_prior = rest_weight_prior(net.features(X_rest)[:, :r], y_rest, theta, k, d)
-    return ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2, w_prior=w_prior)
+    w_prior = None if rest is None else rest_weight_prior(Phi_rest, y_rest, theta, k, d)
+    return ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2, w_prior=w_prior, Phi=Phi)
 
 
 __all__ = [
