@@ -7,7 +7,7 @@ r"""ABRAC and ABLR against ScaML-GP, RGPE, GP-BO and random search (issue 15).
 2. **The first trials with 30 seeds** (budget 10, both families; ``abrac_early.csv``): GP,
    random, ABLR, ABRAC and ABLR-SGD-fixed, mean regret with standard errors and the paired
    differences the issue 32 targets name (the 10-20-seed runs of part 1 cannot resolve them).
-3. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` with a long budget, seconds
+3. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` (or ``--long-tasks``) with a long budget, seconds
    per suggestion.
 4. **FC-Net tables**, leave one dataset out with 1,024 configurations per source (the ABRAC
    paper's tabular study; ``fcnet-<dataset>-n1024``), budget 30: mean regret and mean rank at
@@ -269,6 +269,30 @@ SPEED_METHODS = {  # name: (method, options); the settings of the regret runs
 }
 
 
+def many_evaluations_table(task: str, long) -> list[str]:
+    """Part 3's report for one task: time per suggestion (mean, and over the last 50) and the
+    final regret per method, with GP's time over each ABRAC variant's."""
+    secs = long.groupby("method")["seconds_suggest"].mean()
+    last = long["iteration"].max()
+    late = long[long["iteration"] > last - 50].groupby("method")["seconds_suggest"].mean()
+    reg = long[long["iteration"] == last].groupby("method")["regret"].mean()
+    text = [
+        f"### Many target evaluations: {task}, budget {last} ({long['seed'].nunique()} seeds)",
+        "",
+        "| method | mean s / suggestion | s / suggestion, last 50 | final regret |",
+        "|---|---:|---:|---:|",
+        *(f"| {m} | {secs[m]:.4f} | {late[m]:.4f} | {reg[m]:.4g} |" for m in secs.index),
+        "",
+    ]
+    for m in ("headstart-abrac-paper", ABRAC):
+        if {m, "headstart-gp"} <= set(late.index):
+            text.append(
+                f"GP / {m} time per suggestion over the last 50: "
+                f"{late['headstart-gp'] / late[m]:.2f}x.\n"
+            )
+    return text
+
+
 def suggestion_seconds(sizes, repeats: int, out_csv: Path) -> str:
     """Seconds per suggestion at ``n`` target points (issue 32, item 4), same process.
 
@@ -359,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long-budget", type=int, default=200)
     p.add_argument("--long-seeds", type=int, default=10)
     p.add_argument("--long-methods", default=LONG_METHODS)
+    p.add_argument(
+        "--long-tasks",
+        default="quadratic-loo",
+        help="comma-separated tasks of the many-evaluations part (e.g. fcnet-protein-n1024)",
+    )
     p.add_argument("--scaling", default="10,50,100,200")
     p.add_argument("--scaling-points", type=int, default=1000)
     p.add_argument("--speed", default="200,500,1000", help="target sizes of the speed part")
@@ -444,35 +473,15 @@ def main(argv: list[str] | None = None) -> int:
     if "long" not in skip:
         run_benchmark(
             _names(args.long_methods),
-            ["quadratic-loo"],
+            args.long_tasks.split(","),
             range(args.long_seeds),
             args.long_budget,
             long_csv,
             workers=args.workers,
         )
     if long_csv.exists():
-        long = read_results(long_csv)
-        secs = long.groupby("method")["seconds_suggest"].mean()
-        late = long[long["iteration"] > long["iteration"].max() - 50].groupby("method")[
-            "seconds_suggest"
-        ]
-        late = late.mean()
-        reg = long[long["iteration"] == long["iteration"].max()].groupby("method")["regret"].mean()
-        text += [
-            f"### Many target evaluations: quadratic-loo, budget {long['iteration'].max()} "
-            f"({long['seed'].nunique()} seeds)",
-            "",
-            "| method | mean s / suggestion | s / suggestion, last 50 | final regret |",
-            "|---|---:|---:|---:|",
-            *(f"| {m} | {secs[m]:.4f} | {late[m]:.4f} | {reg[m]:.4g} |" for m in secs.index),
-            "",
-        ]
-        for m in ("headstart-abrac-paper", ABRAC):
-            if {m, "headstart-gp"} <= set(late.index):
-                text.append(
-                    f"GP / {m} time per suggestion over the last 50: "
-                    f"{late['headstart-gp'] / late[m]:.2f}x.\n"
-                )
+        for task, long in read_results(long_csv).groupby("task", sort=False):
+            text += many_evaluations_table(task, long)
     speed_csv = args.out / "abrac_speed.csv"
     if "speed" not in skip or speed_csv.exists():
         sizes = [] if "speed" in skip else [int(n) for n in args.speed.split(",") if n]
