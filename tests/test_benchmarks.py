@@ -107,6 +107,31 @@ def test_headstart_gp_returns_well_formed_records():
     _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
 
 
+def test_transfer_studies_of_a_process_fit_the_sources_once_with_the_same_results(monkeypatch):
+    """The benchmark studies of one process share a storage, so ScaML-GP's meta fit (which
+    depends on the sources alone) runs once per task, and a run that finds it cached suggests
+    what a run on a fresh storage does."""
+    import headstart._transfer.metafit as metafit
+    import headstart.benchmarks.abrac_tasks  # noqa: F401  (registers forrester-loo)
+    from headstart.benchmarks import methods
+    from headstart.benchmarks.functions import resolve
+
+    fits = []
+    real = metafit.fit_meta_gps
+    monkeypatch.setattr(metafit, "fit_meta_gps", lambda *a, **k: fits.append(1) or real(*a, **k))
+    task = resolve(get_task("forrester-loo"), 0)
+    run = get_method("headstart-scaml-default")
+    methods._process_storage.cache_clear()  # a fresh process
+    try:
+        first = run(task, 1, 4)
+        second = run(task, 1, 4)  # same process: the meta GPs come from the model cache
+    finally:
+        methods._process_storage.cache_clear()
+    assert len(fits) == 1
+    _check_records(second, 4)
+    assert [r["value"] for r in second] == [r["value"] for r in first]
+
+
 def test_pool_argmax_suggests_pool_rows_after_the_initial_design():
     """Issue 33: after the initial design (5 points), each trial of a -pool method is one of the
     pool's configurations (the acquisition's argmax over them), as the MPHD paper's protocol."""

@@ -252,14 +252,15 @@ def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it(
 def test_beyond_the_local_size_hyperparameters_refit_per_growth_and_the_residual_is_local(
     monkeypatch,
 ):
-    """Issue 32 (speed at n >= 500): past NEURAL_LOCAL_POINTS observations, the head's and the
+    """Issue 32 (speed at n >= 500): past ``local_points`` observations, the head's and the
     residual's hyperparameters are refitted once the data have grown by NEURAL_REFIT_GROWTH,
     and the residual keeps its correlations among that many points nearest the incumbent."""
     import headstart._transfer.neural as neural
 
-    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 12)
     monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
-    model = NeuralTransfer(_forrester_tasks(), np.zeros(1, bool), deterministic=True, active="all")
+    model = NeuralTransfer(
+        _forrester_tasks(), np.zeros(1, bool), deterministic=True, active="all", local_points=12
+    )
     rng = np.random.default_rng(0)
     X = rng.random((24, 1))
     y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
@@ -283,17 +284,18 @@ def test_beyond_the_local_size_hyperparameters_refit_per_growth_and_the_residual
 def test_the_papers_head_past_the_local_size_is_conditioned_between_refits_and_resumes(
     monkeypatch, ard
 ):
-    """residual=False (the papers' heads, ARD or one precision): past NEURAL_LOCAL_POINTS the
+    """residual=False (the papers' heads, ARD or one precision): past ``local_points`` the
     head's hyperparameters stay fixed between refits; a model restored from ``state()`` refits
     when the original does (the schedule's counters are part of the state)."""
     import headstart._transfer.neural as neural
 
-    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 12)
     monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
     tasks = _forrester_tasks()
 
     def make():
-        return NeuralTransfer(tasks, np.zeros(1, bool), residual=False, ard=ard, active="all")
+        return NeuralTransfer(
+            tasks, np.zeros(1, bool), residual=False, ard=ard, active="all", local_points=12
+        )
 
     model = make()
     rng = np.random.default_rng(0)
@@ -317,16 +319,44 @@ def test_the_papers_head_past_the_local_size_is_conditioned_between_refits_and_r
         np.testing.assert_allclose(restored._theta, thetas[n - 12], rtol=1e-6, atol=1e-8)
 
 
-def test_the_exact_block_is_centred_on_the_best_trial_also_with_the_source_mean(monkeypatch):
+def test_the_exact_block_is_centred_on_the_best_trial_also_with_the_source_mean():
     """With ``source_mean`` the head fits values minus the sources' mean; the residual's exact
     block still gathers around the best observed trial (it gathered around the best shifted
     value before)."""
-    import headstart._transfer.neural as neural
-
-    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 6)
-    model = NeuralTransfer(_forrester_tasks(), np.zeros(1, bool), source_mean=True)
+    model = NeuralTransfer(_forrester_tasks(), np.zeros(1, bool), source_mean=True, local_points=6)
     rng = np.random.default_rng(0)
     X = rng.random((15, 1))
     y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
     post, _ = model.condition(X, y, rng)
     np.testing.assert_array_equal(post.inner.X[0], X[np.argmax(y)])
+
+
+def test_local_points_none_keeps_the_residual_exact_and_refits_at_every_size(monkeypatch):
+    """``local_points=None``: no local block and no refit schedule at any size -- the model a
+    study with ``local_points=None`` gets equals the local model that has not reached its size."""
+    import headstart._transfer.neural as neural
+
+    monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
+    tasks = _forrester_tasks()
+    rng = np.random.default_rng(0)
+    X = rng.random((16, 1))
+    y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    exact = NeuralTransfer(tasks, np.zeros(1, bool), active="all", local_points=None)
+    roomy = NeuralTransfer(tasks, np.zeros(1, bool), active="all", local_points=100)
+    grid = np.linspace(0, 1, 7)[:, None]
+    for n in range(8, 17):
+        post, _ = exact.condition(X[:n], y[:n], np.random.default_rng(n))
+        ref, _ = roomy.condition(X[:n], y[:n], np.random.default_rng(n))
+        assert len(post.y) == n and post.w_prior is None
+        for a, b in zip(post.posterior(grid), ref.posterior(grid), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "100"])
+def test_local_points_must_be_a_positive_integer_or_none(bad):
+    import headstart as hs
+    from headstart.exceptions import InvalidSettingError
+
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    with pytest.raises(InvalidSettingError, match="local_points"):
+        hs.create_study("s", space, storage=None, method="abrac", local_points=bad)

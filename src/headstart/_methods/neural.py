@@ -35,14 +35,25 @@ class NeuralOptions(MethodOptions):
             ``n x n`` matrix), but it stalls where the basis does.
         source_mean: Centre the head's prior at the sources' average head instead of 0 (off:
             better on quadratic-loo, worse on forrester-loo, no better on the FC-Net tables).
+        local_points: Past this many trials (default 100) a suggestion's cost stops growing:
+            the residual GP is exact only among the trials nearest the best one, the others
+            enter the head's prior, and the hyperparameters are refitted once the data have
+            grown by 5%. ``None``: exact and refitted at every size (slower: an ``n x n``
+            matrix per suggestion).
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
     source_mean: bool = False
+    local_points: int | None = defaults.NEURAL_LOCAL_POINTS
 
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
         check_bool("source_mean", self.source_mean)
+        n = self.local_points
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise InvalidSettingError(
+                f"local_points must be an integer >= 1 or None (exact at every size); got {n!r}."
+            )
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,9 @@ class NeuralTransfer:
         net: An already trained basis (skips the training).
         residual: A Matérn GP beside the head (:mod:`.neural_residual`).
         deterministic: The objective is noise-free (the residual model's noise is pinned).
+        local_points: Past this many observations the residual GP is exact only among the
+            ones nearest the incumbent, and the hyperparameters refit on a schedule (module
+            docstring); ``None``: exact and refitted at every size.
     """
 
     informative_prior = False
@@ -191,6 +194,7 @@ class NeuralTransfer:
         net: FeatureNet | None = None,
         residual: bool = NEURAL_RESIDUAL,
         source_mean: bool = False,
+        local_points: int | None = NEURAL_LOCAL_POINTS,
     ) -> None:
         if basis not in NEURAL_BASES:
             raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
@@ -205,6 +209,7 @@ class NeuralTransfer:
             )
         )
         self.residual, self.deterministic = bool(residual), bool(deterministic)
+        self.local_points = local_points
         self.source_mean = (
             source_mean_weights(self.net, self.meta_tasks, self.ard) if source_mean else None
         )
@@ -240,7 +245,8 @@ class NeuralTransfer:
             self._n_at_full_fit = n
         # beyond NEURAL_LOCAL_POINTS: the head's default start on the schedule too, and between
         # refits (refit_due) no fit at all (up to it, every fit runs as the papers' heads do)
-        large = n > NEURAL_LOCAL_POINTS and warm and warm_only
+        local = self.local_points is not None and n > self.local_points
+        large = local and warm and warm_only
         frozen = large and not refit_due(n, self._n_at_fit)
         if frozen:
             fit = blr_at(self._theta if self.ard else ard_theta(self._theta, r), Phi, y)
@@ -261,7 +267,7 @@ class NeuralTransfer:
                 deterministic=self.deterministic,
                 init=self._residual_theta,
                 warm_only=warm_only,
-                max_points=NEURAL_LOCAL_POINTS,
+                max_points=self.local_points,
                 frozen=frozen,
                 incumbent=int(np.argmax(y_model)),  # y is shifted with source_mean
             )
