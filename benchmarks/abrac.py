@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     if "long" not in skip:
         run_benchmark(
             _names(args.long_methods),
-            args.long_tasks.split(","),
+            _names(args.long_tasks),
             range(args.long_seeds),
             args.long_budget,
             long_csv,

@@ -107,29 +107,46 @@ def test_headstart_gp_returns_well_formed_records():
     _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
 
 
-def test_transfer_studies_of_a_process_fit_the_sources_once_with_the_same_results(monkeypatch):
-    """The benchmark studies of one process share a storage, so ScaML-GP's meta fit (which
-    depends on the sources alone) runs once per task, and a run that finds it cached suggests
-    what a run on a fresh storage does."""
+@pytest.mark.parametrize("name", ["headstart-scaml-default", "headstart-abrac"])
+def test_transfer_studies_of_a_process_fit_the_sources_once_with_the_same_results(
+    monkeypatch, name
+):
+    """The benchmark studies of one process share a storage, so a fit on the sources alone
+    (ScaML-GP's meta GPs, ABRAC's basis) runs once per task, and every run suggests what a
+    study on a fresh storage, fitting in its first ask, does."""
+    import headstart as hs
     import headstart._transfer.metafit as metafit
+    import headstart._transfer.neural as neural
     import headstart.benchmarks.abrac_tasks  # noqa: F401  (registers forrester-loo)
     from headstart.benchmarks import methods
     from headstart.benchmarks.functions import resolve
 
     fits = []
-    real = metafit.fit_meta_gps
-    monkeypatch.setattr(metafit, "fit_meta_gps", lambda *a, **k: fits.append(1) or real(*a, **k))
+    for module, fn in ((metafit, "fit_meta_gps"), (neural, "train_features")):
+        real = getattr(module, fn)
+        monkeypatch.setattr(module, fn, lambda *a, _f=real, **k: fits.append(1) or _f(*a, **k))
     task = resolve(get_task("forrester-loo"), 0)
-    run = get_method("headstart-scaml-default")
+    method = {"headstart-scaml-default": "scaml", "headstart-abrac": "abrac"}[name]
+    study = hs.create_study(
+        "fresh", task.space, direction="minimize", storage=None, method=method, seed=1,
+        budget=4, use_priors=False, deterministic=True, transfer_from=list(task.meta_tasks),
+    )  # fmt: skip
+    fresh = []
+    for _ in range(4):
+        trial = study.ask()
+        fresh.append(float(task.objective(trial.params)))
+        study.tell(trial, fresh[-1])
+    fits.clear()
+    run = get_method(name)
     methods._process_storage.cache_clear()  # a fresh process
     try:
         first = run(task, 1, 4)
-        second = run(task, 1, 4)  # same process: the meta GPs come from the model cache
+        second = run(task, 1, 4)  # same process: the fit comes from the model cache
     finally:
         methods._process_storage.cache_clear()
     assert len(fits) == 1
     _check_records(second, 4)
-    assert [r["value"] for r in second] == [r["value"] for r in first]
+    assert [r["value"] for r in first] == [r["value"] for r in second] == fresh
 
 
 def test_pool_argmax_suggests_pool_rows_after_the_initial_design():

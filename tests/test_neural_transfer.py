@@ -332,24 +332,31 @@ def test_the_exact_block_is_centred_on_the_best_trial_also_with_the_source_mean(
 
 
 def test_local_points_none_keeps_the_residual_exact_and_refits_at_every_size(monkeypatch):
-    """``local_points=None``: no local block and no refit schedule at any size -- the model a
-    study with ``local_points=None`` gets equals the local model that has not reached its size."""
+    """``local_points=None``: no local block and no refit schedule at any size (whatever the
+    module default is); the model equals a local one that has not reached its size, and differs
+    from one that has."""
     import headstart._transfer.neural as neural
 
-    monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
     tasks = _forrester_tasks()
     rng = np.random.default_rng(0)
     X = rng.random((16, 1))
     y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    monkeypatch.setattr(neural, "NEURAL_LOCAL_POINTS", 8)  # a default it must not fall back to
     exact = NeuralTransfer(tasks, np.zeros(1, bool), active="all", local_points=None)
     roomy = NeuralTransfer(tasks, np.zeros(1, bool), active="all", local_points=100)
+    local = NeuralTransfer(tasks, np.zeros(1, bool), active="all", local_points=8)
     grid = np.linspace(0, 1, 7)[:, None]
     for n in range(8, 17):
         post, _ = exact.condition(X[:n], y[:n], np.random.default_rng(n))
         ref, _ = roomy.condition(X[:n], y[:n], np.random.default_rng(n))
+        block, _ = local.condition(X[:n], y[:n], np.random.default_rng(n))
         assert len(post.y) == n and post.w_prior is None
+        assert len(block.y) == 8 and (block.w_prior is None) == (n == 8)
         for a, b in zip(post.posterior(grid), ref.posterior(grid), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(post.posterior(grid)[0], block.posterior(grid)[0])
+    with pytest.raises(ValueError, match="local_points"):
+        NeuralTransfer(tasks, np.zeros(1, bool), local_points=0)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "100"])

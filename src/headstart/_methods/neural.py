@@ -37,9 +37,10 @@ class NeuralOptions(MethodOptions):
             better on quadratic-loo, worse on forrester-loo, no better on the FC-Net tables).
         local_points: Past this many trials (default 100) a suggestion's cost stops growing:
             the residual GP is exact only among the trials nearest the best one, the others
-            enter the head's prior, and the hyperparameters are refitted once the data have
-            grown by 5%. ``None``: exact and refitted at every size (slower: an ``n x n``
-            matrix per suggestion).
+            enter the head's prior, and the hyperparameters (the head's too, with
+            ``residual=False``) are refitted once the data have grown by 5%. ``None``: exact
+            and fitted as below that size at every size (slower: an ``n x n`` matrix per
+            suggestion).
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
@@ -61,7 +62,7 @@ class ABRACOptions(NeuralOptions):
     r"""Options of ``method="abrac"``.
 
     Attributes:
-        residual: As :class:`NeuralOptions`.
+        residual, source_mean, local_points: As :class:`NeuralOptions`.
         active: How many of the ordered basis functions the head uses: ``"n_obs"`` (default,
             ``min(n, 20)`` after ``n`` observations: our reading, the paper states no rule),
             ``"all"`` (the paper's "ABRAC fixed") or a fixed integer.

@@ -2,7 +2,8 @@ r"""ABLR and ABRAC as :class:`~headstart._engine.protocols.Surrogate` s: a froze
 trained once on the sources (:mod:`.features`), and a Bayesian linear regression head on the
 target (:mod:`.blr`), refit on every ``condition`` in O(n r^2 + r^3) -- linear in the target's
 observations, with no ``n x n`` matrix -- and, by default, a Matérn GP beside the head
-(``residual``). Past :data:`~headstart._transfer.defaults.NEURAL_LOCAL_POINTS` observations the
+(``residual``). Past ``local_points`` observations (default
+:data:`~headstart._transfer.defaults.NEURAL_LOCAL_POINTS`) the
 residual is exact only among the points nearest the incumbent (``fit_residual``'s
 ``max_points``) and the hyperparameters are refitted per :func:`refit_due`, so a suggestion's
 cost grows with the trials only through ``O(n r^2)`` terms (issue 32: 1.8x GP-BO's at n = 500
@@ -30,6 +31,9 @@ are three presets of them):
   data grow (issue 32). ``False`` is the papers' method.
 * ``source_mean``: the head's prior mean at the sources' average head instead of 0
   (:class:`ShiftedPosterior`).
+* ``local_points`` (default 100): the size past which the residual is exact only among the
+  points nearest the incumbent and every head's hyperparameters follow :func:`refit_due`;
+  ``None``: exact, and fitted as below that size, at every size.
 
 The prior (no target data) is ``w ~ N(0, A^{-1})``: mean 0 everywhere, so the engine starts with
 an initial design (3 points, as in the ABRAC paper). The predictive variance includes the noise
@@ -144,7 +148,7 @@ class ShiftedPosterior:
 
 
 def refit_due(n: int, n_at_fit: int) -> bool:
-    """Beyond :data:`NEURAL_LOCAL_POINTS` observations, whether the hyperparameters are refitted
+    """Beyond ``local_points`` observations, whether the hyperparameters are refitted
     on ``n`` points: once they have grown by :data:`NEURAL_REFIT_GROWTH` since the last fit."""
     return n - n_at_fit >= max(1, math.ceil(NEURAL_REFIT_GROWTH * n_at_fit))
 
@@ -209,6 +213,8 @@ class NeuralTransfer:
             )
         )
         self.residual, self.deterministic = bool(residual), bool(deterministic)
+        if local_points is not None and (isinstance(local_points, bool) or local_points < 1):
+            raise ValueError(f"local_points must be >= 1 or None; got {local_points!r}.")
         self.local_points = local_points
         self.source_mean = (
             source_mean_weights(self.net, self.meta_tasks, self.ard) if source_mean else None
@@ -216,7 +222,7 @@ class NeuralTransfer:
         self._theta: np.ndarray | None = None
         self._residual_theta: np.ndarray | None = None
         self._n_at_full_fit = 0  # the last fit from every start
-        self._n_at_fit = 0  # the last fit (beyond NEURAL_LOCAL_POINTS, fits follow refit_due)
+        self._n_at_fit = 0  # the last fit (beyond local_points, fits follow refit_due)
         self._head: BLRFit | None = None
         self._last: Any = None
 
@@ -243,7 +249,7 @@ class NeuralTransfer:
         warm_only = not due and (self._residual_theta is not None if self.residual else warm)
         if not warm_only:
             self._n_at_full_fit = n
-        # beyond NEURAL_LOCAL_POINTS: the head's default start on the schedule too, and between
+        # beyond local_points: the head's default start on the schedule too, and between
         # refits (refit_due) no fit at all (up to it, every fit runs as the papers' heads do)
         local = self.local_points is not None and n > self.local_points
         large = local and warm and warm_only

@@ -18,7 +18,10 @@ Methods that use :class:`~headstart.benchmarks.functions.Task` ``meta_tasks`` (t
 
 Suggestion overhead is measured the same way for every method: the wall-clock time of the call
 that returns the next configuration (``study.ask()`` for headstart and Optuna; model fit +
-acquisition optimisation + decoding for the BoTorch loop).
+acquisition optimisation + decoding for the BoTorch loop). One-time fits on the sources alone
+(ScaML-GP's and RGPE's meta GPs, ABRAC's and ABLR's basis) run before the first timed call and
+are cached for the process's later runs (:func:`_process_storage`); rows written before this
+rule charged ScaML-GP's meta fit to its first model-based suggestion.
 
 Model-based methods use the same initial-design size, ``min(2 d + 1, 10, budget // 5)`` (at least 1),
 the default of :func:`headstart._strategy.default_n_initial`. Third-party imports (optuna, torch,
@@ -141,8 +144,9 @@ def _process_storage():
     Its model cache keeps the fits that depend on the sources alone -- ScaML-GP's and RGPE's
     meta-task GPs, keyed by the sources' hash and fitted with a fixed seed
     (:mod:`headstart._transfer.cache`) -- so the seeds of a task fit them once per process, as
-    a user's studies on one storage do, and a suggestion's time no longer carries a fit that
-    depends on no target data (minutes for 3 x 1,024 FC-Net sources). Results are those of a
+    a user's studies on one storage do, and a suggestion's time carries no fit that depends on
+    no target data (minutes for 3 x 1,024 FC-Net sources), only rebuilding its factorizations
+    from the cache. Results are those of a
     fresh storage (``tests/test_benchmarks.py``): the cache is keyed by everything the fit
     reads, and fits that depend on the seed (ABRAC's basis) key on it. :func:`_run_headstart`
     runs these fits before its first timed suggestion."""
@@ -427,7 +431,8 @@ run_headstart_abrac_residual_mean = _neural_method(
 run_headstart_ablr_residual_mean = _neural_method(
     "ablr", "-residual-mean", residual=True, source_mean=True
 )
-# ... exact at every size: no local block, every fit from every start (local_points=None)
+# ... exact at every size: no local block, fitted as below 100 trials at every size
+# (local_points=None; the same as -residual up to 100 trials)
 run_headstart_abrac_residual_exact = _neural_method(
     "abrac", "-residual-exact", residual=True, local_points=None
 )
