@@ -117,7 +117,7 @@ def test_transfer_studies_of_a_process_fit_the_sources_once_with_the_same_result
     import headstart as hs
     import headstart._transfer.metafit as metafit
     import headstart._transfer.neural as neural
-    import headstart.benchmarks.abrac_tasks  # noqa: F401  (registers forrester-loo)
+    import headstart.benchmarks.abrac_tasks  # registers forrester-loo
     from headstart.benchmarks import methods
     from headstart.benchmarks.functions import resolve
 
