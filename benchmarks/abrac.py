@@ -20,7 +20,8 @@ r"""ABRAC and ABLR against ScaML-GP, RGPE, GP-BO and random search (issue 15).
    meta-fit, and the suggestion time at 20 target points, as ratios in the same run.
 
 Resumable (the regret CSVs keep finished jobs). Writes ``<out>/abrac{.csv,.md,.png}``,
-``abrac_early.csv``, ``abrac_svm.csv``, ``abrac_long.csv``, ``abrac_speed.csv`` and ``abrac_scaling.csv``.
+``abrac_early.csv``, ``abrac_svm.csv``, ``abrac_long.csv.gz``, ``abrac_speed.csv`` and
+``abrac_scaling.csv``.
 
 Usage::
 
@@ -469,7 +470,9 @@ def main(argv: list[str] | None = None) -> int:
             "",
             regret_tables(svm),
         ]
-    long_csv = args.out / "abrac_long.csv"
+    from headstart.benchmarks.runner import pack_csv, unpack_csv
+
+    long_csv = unpack_csv(args.out / "abrac_long.csv")  # committed gzipped (~5 MB as text)
     if "long" not in skip:
         run_benchmark(
             _names(args.long_methods),
@@ -482,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     if long_csv.exists():
         for task, long in read_results(long_csv).groupby("task", sort=False):
             text += many_evaluations_table(task, long)
+        pack_csv(long_csv)
     speed_csv = args.out / "abrac_speed.csv"
     if "speed" not in skip or speed_csv.exists():
         sizes = [] if "speed" in skip else [int(n) for n in args.speed.split(",") if n]
