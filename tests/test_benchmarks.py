@@ -107,7 +107,9 @@ def test_headstart_gp_returns_well_formed_records():
     _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
 
 
-@pytest.mark.parametrize("name", ["headstart-scaml-default", "headstart-abrac"])
+@pytest.mark.parametrize(
+    "name", ["headstart-scaml-default", pytest.param("headstart-abrac", marks=pytest.mark.slow)]
+)
 def test_transfer_studies_of_a_process_fit_the_sources_once_with_the_same_results(
     monkeypatch, name
 ):
