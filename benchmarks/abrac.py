@@ -7,8 +7,8 @@ r"""ABRAC and ABLR against ScaML-GP, RGPE, GP-BO and random search (issue 15).
 2. **The first trials with 30 seeds** (budget 10, both families; ``abrac_early.csv``): GP,
    random, ABLR, ABRAC and ABLR-SGD-fixed, mean regret with standard errors and the paired
    differences the issue 32 targets name (the 10-20-seed runs of part 1 cannot resolve them).
-3. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` (or ``--long-tasks``) with a long budget, seconds
-   per suggestion.
+3. **Many target evaluations**: ABRAC vs GP-BO on ``quadratic-loo`` (or ``--long-tasks``) with
+   a long budget, seconds per suggestion.
 4. **FC-Net tables**, leave one dataset out with 1,024 configurations per source (the ABRAC
    paper's tabular study; ``fcnet-<dataset>-n1024``), budget 30, 10 seeds, the methods of
    ``--table-methods`` (ABRAC, ABLR, the papers' heads, ABLR-SGD-fixed, ScaML-GP, RGPE, GP,
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     from headstart.benchmarks.report import regret_plot
-    from headstart.benchmarks.runner import read_results, run_benchmark
+    from headstart.benchmarks.runner import pack_csv, read_results, run_benchmark, unpack_csv
 
     args.out.mkdir(parents=True, exist_ok=True)
     skip = set(args.skip.split(","))
@@ -479,8 +479,6 @@ def main(argv: list[str] | None = None) -> int:
             "",
             regret_tables(svm),
         ]
-    from headstart.benchmarks.runner import pack_csv, unpack_csv
-
     long_csv = unpack_csv(args.out / "abrac_long.csv")  # committed gzipped (~5 MB as text)
     if "long" not in skip:
         run_benchmark(

@@ -146,10 +146,10 @@ def _process_storage():
     (:mod:`headstart._transfer.cache`) -- so the seeds of a task fit them once per process, as
     a user's studies on one storage do, and a suggestion's time carries no fit that depends on
     no target data (minutes for 3 x 1,024 FC-Net sources), only rebuilding its factorizations
-    from the cache. Results are those of a
-    fresh storage (``tests/test_benchmarks.py``): the cache is keyed by everything the fit
-    reads, and fits that depend on the seed (ABRAC's basis) key on it. :func:`_run_headstart`
-    runs these fits before its first timed suggestion."""
+    from the cache. Results are those of a fresh storage (``tests/test_benchmarks.py``): the
+    cache is keyed by everything the fit reads, and fits that depend on the seed (ABRAC's
+    basis) key on it. :func:`_run_headstart` runs these fits before its first timed
+    suggestion."""
     from headstart.storage import get_storage
 
     return get_storage(None)
