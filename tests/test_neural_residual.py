@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR
+from headstart._gp.hyperprior import NAMED
 from headstart._gp.kernels import matern52_np
+from headstart._methods.gp import GPOptions
 from headstart._transfer.blr import blr_at
 from headstart._transfer.features import FeatureNet
 from headstart._transfer.neural_residual import (
+    RESIDUAL_HYPERPRIOR,
     ResidualPosterior,
     fit_residual,
     nearest_to_incumbent,
@@ -60,7 +62,7 @@ def test_objective_is_the_gp_evidence_plus_the_residual_prior_with_its_gradient(
     post = ResidualPosterior(net, 4, X, y, IS_CAT, theta)
     K = _brute_kernel(post, X, X) + post.noise * np.eye(len(y))
     nll = -scipy.stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
-    prior = SCAML_TEST_HYPERPRIOR.log_prob(
+    prior = RESIDUAL_HYPERPRIOR.log_prob(
         theta[None, k : k + 3], theta[None, k + 3], theta[None, k + 4]
     )
     assert value == pytest.approx(nll - float(np.asarray(prior)[0]), rel=1e-9)
@@ -75,6 +77,24 @@ def test_objective_is_the_gp_evidence_plus_the_residual_prior_with_its_gradient(
         for e in np.eye(len(theta))
     ]
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_with_the_head_off_the_fit_objective_is_gp_bos():
+    """alpha -> inf leaves GP-BO's Matérn GP, and its MAP objective is GP-BO's too: the residual's
+    hyperprior is the default GP's (before, ScaML-GP's test-task prior; issue 32)."""
+    gp_prior = NAMED[GPOptions().hyperprior]
+    assert RESIDUAL_HYPERPRIOR is gp_prior
+    net, (X, y) = _net(), _data()
+    theta = _theta()
+    theta[:4] = 60.0  # every precision e^60: no weight on the basis
+    value, _ = neg_log_posterior(theta, net.features(X), X, y, IS_CAT, 4)
+    ell, s, noise = np.exp(theta[4:7]), math.exp(theta[7]), math.exp(theta[8])
+    diff = X[:, None, :] - X[None, :, :]
+    sq = np.where(IS_CAT, diff != 0, diff * diff) @ ell**-2.0
+    K = s * matern52_np(sq)[0] + noise * np.eye(len(y))
+    nll = -scipy.stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+    prior = gp_prior.log_prob(theta[None, 4:7], theta[None, 7], theta[None, 8])
+    assert value == pytest.approx(nll - float(np.asarray(prior)[0]), rel=1e-9)
 
 
 def test_posterior_is_gaussian_conditioning_and_its_gradient_matches_differences():
