@@ -164,7 +164,6 @@ FINDINGS = """\
 4. **The head's prior mean is 0**, so after 3 random points the methods know nothing of where
    the sources were good. `source_mean=True` centres the head's prior at the sources' average
    head.
-
 """
 
 

@@ -570,7 +570,7 @@ def report(path: Path, out: Path, budget: int) -> str:
         lines.append(f"| {m} | " + " | ".join(f"{v:.2f}" for v in row) + f" | {row.mean():.2f} |")
     lines += ["", *summary_table(frame, budget), "", *summary_table(frame, budget, log_gap=True)]
     lines += ["", *transfer_table(frame)]
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines).rstrip("\n") + "\n"
     (out / "multi_objective.md").write_text(text)
     _plot(frame, out / "multi_objective.png", methods)
     return text
@@ -596,6 +596,8 @@ def summary_table(frame, budget: int, log_gap: bool = False) -> list[str]:
     if log_gap:
         last = last[~last["problem"].isin(SINGLE_OBJECTIVE)]
         last["metric"] = np.log10(np.clip(1.0 - last["metric"], 1e-12, None))
+    if last.empty:  # e.g. the log gap of a run with one-objective problems only
+        return []
     means = last.groupby(["problem", "method"])["metric"].mean().unstack()
     cols = [(m, label) for m, label in SUMMARY if m in means.columns]
     title = (

@@ -534,6 +534,16 @@ def test_multi_objective_script_smoke(tmp_path):
     assert len(rows) == 2 * 2 * 4  # 2 problems x 2 methods x 4 trials, nothing run twice
 
 
+def test_multi_objective_report_of_one_objective_problems_has_no_empty_log_gap_table():
+    module = benchmark_script("multi_objective")
+    frame = pd.DataFrame(
+        {"problem": "ConstrainedHartmann", "method": ["headstart", "optuna-gp"], "seed": 0,
+         "trial": 4, "metric": [0.5, 0.25], "feasible": 1, "seconds": 0.1}
+    )  # fmt: skip
+    assert module.summary_table(frame, 4, log_gap=True) == []
+    assert "| ConstrainedHartmann (regret) | 0.5 | **0.25** |" in module.summary_table(frame, 4)
+
+
 def test_multi_objective_latency_smoke(tmp_path):
     module = benchmark_script("multi_objective")
     argv = ["--latency", "4", "--repeats", "1", "--problems", "ConstrainedGramacy"]

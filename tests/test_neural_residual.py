@@ -80,21 +80,27 @@ def test_objective_is_the_gp_evidence_plus_the_residual_prior_with_its_gradient(
 
 
 def test_with_the_head_off_the_fit_objective_is_gp_bos():
-    """alpha -> inf leaves GP-BO's Matérn GP, and its MAP objective is GP-BO's too: the residual's
-    hyperprior is the default GP's (before, ScaML-GP's test-task prior; issue 32)."""
+    """In the limit alpha -> inf the residual model's MAP objective is GP-BO's, computed by GP-BO's
+    own code (``headstart._gp.exact``): same Matérn kernel, same hyperprior (before, the residual
+    had ScaML-GP's test-task prior; issue 32). Noise above both noise floors."""
+    import torch
+
+    from headstart._gp.exact import MATERN_FORM, neg_log_lik, pad, prior_and_grad
+    from headstart._gp.fit_settings import MATERN_COORDS
+
     gp_prior = NAMED[GPOptions().hyperprior]
     assert RESIDUAL_HYPERPRIOR is gp_prior
     net, (X, y) = _net(), _data()
     theta = _theta()
     theta[:4] = 60.0  # every precision e^60: no weight on the basis
     value, _ = neg_log_posterior(theta, net.features(X), X, y, IS_CAT, 4)
-    ell, s, noise = np.exp(theta[4:7]), math.exp(theta[7]), math.exp(theta[8])
-    diff = X[:, None, :] - X[None, :, :]
-    sq = np.where(IS_CAT, diff != 0, diff * diff) @ ell**-2.0
-    K = s * matern52_np(sq)[0] + noise * np.eye(len(y))
-    nll = -scipy.stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
-    prior = gp_prior.log_prob(theta[None, 4:7], theta[None, 7], theta[None, 8])
-    assert value == pytest.approx(nll - float(np.asarray(prior)[0]), rel=1e-9)
+    log_ell, log_s, noise = theta[4:7], theta[7], math.exp(theta[8])
+    raw = np.concatenate([-2.0 * log_ell, [log_s, math.log(noise - MATERN_COORDS.noise_floor)]])
+    nll = neg_log_lik(
+        torch.from_numpy(raw)[None, :], pad([X], [y]), torch.from_numpy(IS_CAT), MATERN_FORM
+    )
+    prior, _ = prior_and_grad(raw[None, :], gp_prior, MATERN_COORDS)
+    assert value == pytest.approx(float(nll[0]) - float(prior[0]), rel=1e-9)
 
 
 def test_posterior_is_gaussian_conditioning_and_its_gradient_matches_differences():

@@ -19,17 +19,20 @@ that is a GP with the kernel ``k(x, x') = phi(x)^T A^{-1} phi(x') + s k_M(x, x')
 The model nests both parts: ``s -> 0`` is the BLR head, ``alpha -> inf`` is GP-BO's Matérn GP.
 Its hyperparameters ``(log alpha, log ell, log s, log sigma^2)`` are fitted by MAP, the
 residual's under GP-BO's own hyperprior (:data:`RESIDUAL_HYPERPRIOR`), so that the nesting holds
-for the fit too: where the head explains nothing (every precision at its bound), the fit's
-objective is the MAP objective of GP-BO's Matérn GP on the same data. The precisions are fitted by evidence alone, as the
-head's. Starts: the BLR head's own fit with a small residual, the head with a unit residual and
-little noise (where the head had left everything to noise, the first start is stationary), and
-the previous fit.
+for the fit's objective too: as ``alpha -> inf`` it is the MAP objective of GP-BO's Matérn GP on
+the same data. (The fits still differ in their boxes: the precisions stop at ``e^12``, the
+residual's lengthscales and scale have their own bounds, and noise-free objectives pin the noise
+at 1e-8 here, 1e-6 in GP-BO.) The precisions are fitted by evidence alone, as the head's.
+Starts: the BLR head's own fit with a small residual, the head with a unit residual and little
+noise (where the head had left everything to noise, the first start is stationary), and the
+previous fit.
 
 The residual's prior was ScaML-GP's test-task prior (App. C.5: ``ell ~ LogNormal(0.5, 1.5)``,
 ``s ~ LogNormal(-2, 3)``), made for a residual beside meta-GPs that already carry the shape. On
 HPO-B's SVM space (5891, leave one data set out, 12 seeds), where the basis trained on the other
 data sets explains little of the held-out one, the head's precisions sat at their bound and
-that prior let the residual's lengthscales on the one-hot columns fall to 0.14-0.17: every
+that prior let the residual's lengthscales on the one-hot columns fall to 0.14-0.17 (a trace of
+seed 0's fits): every
 combination of those columns uncorrelated with the others, so seed 0 spent trials 2-17 on new
 combinations at the median's value (regret 0.99; GP-BO left it at trial 5). Under GP-BO's prior
 the same seed reached the pool's best at trial 7; over the 12 seeds, mean regret at trial 25
@@ -62,7 +65,7 @@ LOG_NOISE_BOUNDS = (math.log(1e-8), 0.0)
 DETERMINISTIC_LOG_NOISE = math.log(1e-8)
 START_LOG_S = math.log(1e-3)  # the first start: the head's fit and a small residual
 START_LOG_ELL = 0.5  # the first start's residual lengthscales (e^0.5 = 1.6)
-# the residual's prior: GP-BO's (its Matérn GP's), so alpha -> inf is GP-BO's fit (docstring)
+# the residual's prior: GP-BO's (its Matérn GP's), so alpha -> inf is GP-BO's MAP objective
 RESIDUAL_HYPERPRIOR = DEFAULT_HYPERPRIOR
 
 
@@ -92,9 +95,9 @@ class ResidualPosterior:
         Phi: np.ndarray | None = None,
     ) -> None:
         """``sq_diffs``: :func:`_sq_diffs` of ``X`` with itself as ``n^2 x d``, and ``Phi`` the
-        first ``r`` features of ``X``, when the caller has them (the fit does). ``w_prior``: the weights' prior ``N(m0, C0)`` in place of
-        ``N(0, A^{-1})`` (:func:`fit_residual` with ``max_points``: what the points outside the
-        exact block say)."""
+        first ``r`` features of ``X``, when the caller has them (the fit does). ``w_prior``: the
+        weights' prior ``N(m0, C0)`` in place of ``N(0, A^{-1})`` (:func:`fit_residual` with
+        ``max_points``: what the points outside the exact block say)."""
         self.net, self.r, self.is_cat = net, r, np.asarray(is_cat, dtype=bool)
         self.X, self.y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
         self.theta = np.asarray(theta, dtype=np.float64)
