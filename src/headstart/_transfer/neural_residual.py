@@ -32,11 +32,11 @@ The residual's prior was ScaML-GP's test-task prior (App. C.5: ``ell ~ LogNormal
 HPO-B's SVM space (5891, leave one data set out, 12 seeds), where the basis trained on the other
 data sets explains little of the held-out one, the head's precisions sat at their bound and
 that prior let the residual's lengthscales on the one-hot columns fall to 0.14-0.17 (a trace of
-seed 0's fits): every
-combination of those columns uncorrelated with the others, so seed 0 spent trials 2-17 on new
-combinations at the median's value (regret 0.99; GP-BO left it at trial 5). Under GP-BO's prior
-the same seed reached the pool's best at trial 7; over the 12 seeds, mean regret at trial 25
-went from 0.156 to 0.105 (GP-BO 0.122; ``docs/benchmarks/abrac.md``, issue 32).
+seed 0's fits): every combination of those columns uncorrelated with the others, so seed 0
+spent trials 2-17 on new combinations at the median's value (regret 0.99; GP-BO left it at
+trial 5). Under GP-BO's prior the same seed reached the pool's best at trial 7; over the 12
+seeds, mean regret at trial 25 went from 0.156 to 0.105 (GP-BO 0.122;
+``docs/benchmarks/abrac.md``, issue 32).
 """
 
 from __future__ import annotations
