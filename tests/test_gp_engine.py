@@ -24,7 +24,13 @@ from headstart._engine.engine import BOEngine, DimSpec
 from headstart._engine.lbfgsb import batched_lbfgsb
 from headstart._engine.optimize import MixedSpace, is_duplicate
 from headstart._gp import MaternGP
-from headstart._gp.kernels import matern52, matern52_np, pairwise_sq_diffs, sq_dist_np
+from headstart._gp.kernels import (
+    matern52,
+    matern52_np,
+    matern52_value_np,
+    pairwise_sq_diffs,
+    sq_dist_np,
+)
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
 
@@ -85,6 +91,28 @@ def test_matern_gradient_is_finite_at_zero_and_matches_closed_form():
     assert torch.autograd.gradcheck(
         matern52, (torch.tensor([0.05, 0.3, 1.5], dtype=DT).requires_grad_(),)
     )
+
+
+def test_in_place_matern_and_distances_keep_the_bits_of_the_plain_expressions():
+    """The in-place helpers do the same IEEE operations as the one-line formulas they replaced
+    (fewer m x n temporaries, issue 32), so predictions, and every run, keep their bits."""
+    rng = np.random.default_rng(3)
+    A, B = rng.random((37, 4)), rng.random((23, 4))
+    A[:, 3] = rng.choice([0.25, 0.75], 37)
+    B[:, 3] = rng.choice([0.25, 0.75], 23)
+    is_cat, w = np.array([False, False, False, True]), rng.random(4) * 9
+    num = ~is_cat
+    As, Bs = A[:, num] * np.sqrt(w[num]), B[:, num] * np.sqrt(w[num])
+    r2 = (As * As).sum(1)[:, None] + (Bs * Bs).sum(1)[None, :] - 2.0 * (As @ Bs.T)
+    r2 = np.maximum(r2, 0.0) + w[3] * (A[:, 3, None] != B[None, :, 3])
+    np.testing.assert_array_equal(sq_dist_np(A, B, is_cat, w), r2)
+    root = np.sqrt(5.0 * r2)
+    exp_part = np.exp(-root)
+    value, deriv = matern52_np(r2)
+    np.testing.assert_array_equal(value, exp_part * (1.0 + root + (5.0 / 3.0) * r2))
+    np.testing.assert_array_equal(deriv, (-5.0 / 6.0) * (1.0 + root) * exp_part)
+    np.testing.assert_array_equal(matern52_value_np(r2), value)
+    assert matern52_value_np(np.float64(0.0)) == 1.0  # 0-d input
 
 
 # --- posterior ------------------------------------------------------------------------------------
@@ -305,6 +333,68 @@ def test_batched_lbfgsb_matches_sequential_scipy():
         )
         np.testing.assert_array_equal(xs[i], res.x)
         assert fs[i] == res.fun
+
+
+def _rosenbrock_rows(idx, X):
+    """Rosenbrock per row, each row computed alone (so batching cannot change its bits)."""
+    values, grads = np.empty(len(X)), np.empty_like(X)
+    for r, x in enumerate(X):
+        a, b = x[:-1], x[1:]
+        values[r] = float((100.0 * (b - a * a) ** 2 + (1 - a) ** 2).sum())
+        g = np.zeros_like(x)
+        g[:-1] = -400.0 * a * (b - a * a) - 2.0 * (1 - a)
+        g[1:] += 200.0 * (b - a * a)
+        grads[r] = g
+    return values, grads
+
+
+@pytest.mark.parametrize("direct", [True, False])
+@pytest.mark.parametrize("maxiter", [3, 200])
+def test_batched_lbfgsb_takes_scipys_steps_with_one_sided_bounds_and_caps(
+    monkeypatch, direct, maxiter
+):
+    """Both drivers (SciPy's step routine called directly, and the public API start by start)
+    return SciPy's own result from every start, with its iteration cap, open bounds (nbd codes
+    0, 1 and 3) and starts outside the box (clipped), after as many evaluations as SciPy's."""
+    import headstart._engine.lbfgsb as lbfgsb
+
+    monkeypatch.setattr(lbfgsb, "DIRECT", direct and lbfgsb.DIRECT)
+    x0 = np.array([[-1.2, 1.0, 0.5], [2.5, -0.3, 0.0], [0.0, 0.0, 3.0], [0.9, 0.9, 0.9]])
+    bounds = np.array([[-2.0, 2.0], [-np.inf, 1.5], [0.2, np.inf]])
+    rows = []
+
+    def counted(idx, X):
+        rows.append(len(idx))
+        return _rosenbrock_rows(idx, X)
+
+    xs, fs = lbfgsb.batched_lbfgsb(counted, x0, bounds, maxiter=maxiter, pgtol=1e-9)
+    nfev = 0
+    for i in range(len(x0)):
+        res = scipy.optimize.minimize(
+            lambda x: tuple(a[0] for a in _rosenbrock_rows(None, x[None])),
+            x0[i],
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"maxiter": maxiter, "gtol": 1e-9, "ftol": 1e7 * np.finfo(float).eps},
+        )
+        np.testing.assert_array_equal(xs[i], res.x)
+        assert fs[i] == res.fun
+        nfev += res.nfev
+    assert sum(rows) == nfev
+    if lbfgsb.DIRECT:  # batched: as many calls as the slowest start needs
+        assert len(rows) < nfev and rows[0] == len(x0)
+
+
+def test_the_step_routine_is_driven_directly_on_the_scipy_versions_it_knows():
+    """A SciPy whose private ``setulb`` changed would silently fall back to the slower path;
+    on the versions whose signature this module was written against it must not."""
+    import headstart._engine.lbfgsb as lbfgsb
+
+    major, minor = (int(p) for p in scipy.__version__.split(".")[:2])
+    if not (1, 15) <= (major, minor) <= (1, 17):
+        pytest.skip(f"SciPy {scipy.__version__}: not a version the direct driver was checked on")
+    assert lbfgsb.DIRECT
 
 
 # --- suggest --------------------------------------------------------------------------------------

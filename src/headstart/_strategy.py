@@ -17,6 +17,7 @@ draws from the belief (Alg. 1 of Hvarfner et al. 2022) instead of Sobol points.
 from __future__ import annotations
 
 import contextlib
+import copy
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
@@ -205,6 +206,7 @@ class Strategy:
         self.stall_rule = spec.stall_rule if config.stall_rule is None else config.stall_rule
         self.cache = cache
         self.state_key = state_key
+        self._saved_state: dict | None = None  # what _save_state wrote last
         n_initial = config.n_initial
         if n_initial is None:
             n_initial = (
@@ -332,8 +334,10 @@ class Strategy:
         if self.cache is None or self.state_key is None or not self._engine.built:
             return
         state = self._engine.surrogate.state()
-        if state:
+        # unchanged since this strategy wrote it (a neural model between its refits): no write
+        if state and state != self._saved_state:
             self.cache.put_cache(self.state_key, "surrogate-state", state)
+            self._saved_state = copy.deepcopy(state)  # the surrogate may mutate its own
 
     def diagnostics(self) -> dict:
         """What the surrogate learned at its last fit (empty before the model is built)."""

@@ -89,10 +89,35 @@ def matern52_np(sq_dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Returns:
         ``(f, f')``, each of the same shape.
     """
-    root = np.sqrt(5.0 * sq_dist)
-    exp_part = np.exp(-root)
-    value = exp_part * (1.0 + root + (5.0 / 3.0) * sq_dist)
-    return value, (-5.0 / 6.0) * (1.0 + root) * exp_part
+    root, exp_part = _root_and_exp(sq_dist)
+    one_root = np.add(root, 1.0, out=root)
+    value = np.multiply(sq_dist, 5.0 / 3.0, out=np.empty(np.shape(sq_dist)))
+    value += one_root
+    value *= exp_part
+    one_root *= -5.0 / 6.0
+    one_root *= exp_part
+    return value, one_root
+
+
+def matern52_value_np(sq_dist: np.ndarray) -> np.ndarray:
+    """:func:`matern52_np`'s ``f(r^2)`` alone (the same arithmetic, so the same bits), for
+    predictions, which need no derivative."""
+    root, exp_part = _root_and_exp(sq_dist)
+    value = np.multiply(sq_dist, 5.0 / 3.0, out=np.empty(np.shape(sq_dist)))
+    value += np.add(root, 1.0, out=root)
+    value *= exp_part
+    return value
+
+
+def _root_and_exp(sq_dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sqrt(5 r^2), exp(-sqrt(5 r^2)))`` as new arrays. The Matérn helpers work in place on
+    as few ``m x n`` arrays as they can: at 2,048 x 500 each fresh temporary costs more in page
+    faults than its arithmetic (the C allocator hands large freed blocks back to the OS)."""
+    root = np.multiply(sq_dist, 5.0, out=np.empty(np.shape(sq_dist)))
+    np.sqrt(root, out=root)
+    exp_part = np.negative(root, out=np.empty_like(root))
+    np.exp(exp_part, out=exp_part)
+    return root, exp_part
 
 
 class Matern52Kernel:
@@ -216,7 +241,10 @@ def sq_dist_np(
     num = ~is_cat
     root_w = np.sqrt(inv_sq_lengthscales[num])
     As, Bs = A[:, num] * root_w, B[:, num] * root_w
-    out = (As * As).sum(1)[:, None] + (Bs * Bs).sum(1)[None, :] - 2.0 * (As @ Bs.T)
+    cross = As @ Bs.T
+    cross *= 2.0
+    out = (As * As).sum(1)[:, None] + (Bs * Bs).sum(1)[None, :]
+    out -= cross  # in place: the same arithmetic as one expression, fewer m x n temporaries
     np.maximum(out, 0.0, out=out)
     for j in np.flatnonzero(is_cat):
         out += inv_sq_lengthscales[j] * (A[:, j, None] != B[None, :, j])

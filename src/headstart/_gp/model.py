@@ -23,7 +23,7 @@ import scipy.linalg
 import torch
 
 from headstart._engine.numerics import extend_cholesky, robust_cholesky
-from headstart._gp.kernels import matern52_np, sq_dist_np
+from headstart._gp.kernels import matern52_np, matern52_value_np, sq_dist_np
 from headstart._gp.params import GPParams
 
 
@@ -61,7 +61,8 @@ class ExactGP:
         n = self.train_X.shape[0]
         diff = self.train_X[:, None, :] - self.train_X[None, :, :]
         sq = np.where(self.is_cat, diff != 0, diff * diff)  # exact zeros on the diagonal
-        K = self.outputscale * matern52_np(sq @ self.inv_sq_lengthscales)[0]
+        K = matern52_value_np(sq @ self.inv_sq_lengthscales)
+        K *= self.outputscale
         K[np.diag_indices(n)] += params.noise[0]
         self._set_factor(robust_cholesky(torch.from_numpy(K)).numpy())
 
@@ -96,8 +97,9 @@ class ExactGP:
     def kernel(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
         """``k(X, Z)`` (``Z`` defaults to the training inputs): ``m x n``."""
         Z = self.train_X if Z is None else Z
-        r2 = sq_dist_np(X, Z, self.is_cat, self.inv_sq_lengthscales)
-        return self.outputscale * matern52_np(r2)[0]
+        k = matern52_value_np(sq_dist_np(X, Z, self.is_cat, self.inv_sq_lengthscales))
+        k *= self.outputscale
+        return k
 
     def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""Marginal posterior mean and variance of ``f`` (R&W Eqs. 2.25-2.26).

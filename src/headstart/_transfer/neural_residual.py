@@ -50,7 +50,7 @@ import torch
 from headstart._engine.numerics import robust_cholesky
 from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR
-from headstart._gp.kernels import matern52_np, sq_dist_np
+from headstart._gp.kernels import matern52_np, matern52_value_np, sq_dist_np
 from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit
 from headstart._transfer.features import FeatureNet
 from headstart.exceptions import ModelFittingError
@@ -119,7 +119,7 @@ class ResidualPosterior:
             sq_diffs = _sq_diffs(self.X, self.X, self.is_cat).reshape(n * n, d)
         r2 = (sq_diffs @ self.w).reshape(n, n)  # exact zeros on the diagonal
         self.PC = self.Phi @ self.C0  # n x r
-        K = self.PC @ self.Phi.T + self.s * matern52_np(r2)[0]
+        K = self.PC @ self.Phi.T + self.s * matern52_value_np(r2)
         K[np.diag_indices(len(y))] += self.noise
         self.L = robust_cholesky(torch.from_numpy(K)).numpy()
         resid = self.y - self.Phi @ self.m0
@@ -136,15 +136,17 @@ class ResidualPosterior:
 
     def _k_train(self, X: np.ndarray, F: np.ndarray) -> np.ndarray:
         """``k(X, self.X)`` (``m x n``) from ``X``'s features ``F``."""
-        r2 = sq_dist_np(X, self.X, self.is_cat, self.w)
-        return F @ self.PC.T + self.s * matern52_np(r2)[0]
+        k = matern52_value_np(sq_dist_np(X, self.X, self.is_cat, self.w))
+        k *= self.s
+        k += F @ self.PC.T  # in place: m x n temporaries cost page faults (matern52_value_np)
+        return k
 
     def kernel(self, X, Z, FX=None, FZ=None) -> np.ndarray:
         """``k(X, Z) = phi(X) C0 phi(Z)^T + s k_M(X, Z)`` (``C0 = A^{-1}`` by default)."""
         FX = self._features(X) if FX is None else FX
         FZ = self._features(Z) if FZ is None else FZ
         r2 = sq_dist_np(X, Z, self.is_cat, self.w)
-        return FX @ self.C0 @ FZ.T + self.s * matern52_np(r2)[0]
+        return FX @ self.C0 @ FZ.T + self.s * matern52_value_np(r2)
 
     def _prior_var(self, F: np.ndarray) -> np.ndarray:
         return ((F @ self.C0) * F).sum(1) + self.s
