@@ -29,6 +29,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from headstart.benchmarks import csvlog
 from headstart.benchmarks.functions import Task, TaskFamily, get_task, resolve
 from headstart.benchmarks.methods import get_method
 from headstart.exceptions import InvalidSettingError
@@ -431,23 +432,16 @@ def unpack_csv(csv_path: str | Path) -> Path:
     Large results are committed gzipped (100,000 rows are ~8 MB as text); the runner appends to
     the plain file, so a script unpacks before :func:`run_benchmark` and packs after.
     """
-    import gzip
-
     csv_path = Path(csv_path)
-    packed = csv_path.with_suffix(".csv.gz")
-    if packed.exists() and not csv_path.exists():
-        csv_path.write_bytes(gzip.decompress(packed.read_bytes()))
+    csvlog.unpack(csv_path)
     return csv_path
 
 
 def pack_csv(csv_path: str | Path) -> Path:
-    """Gzip ``csv_path`` to ``<name>.csv.gz`` (byte-stable: no timestamp) and remove it."""
-    import gzip
-
-    csv_path = Path(csv_path)
-    packed = csv_path.with_suffix(".csv.gz")
-    packed.write_bytes(gzip.compress(csv_path.read_bytes(), mtime=0))
-    csv_path.unlink()
+    """Gzip ``csv_path`` to ``<name>.csv.gz`` (:func:`headstart.benchmarks.csvlog.pack`,
+    byte-reproducible) and remove the plain file."""
+    packed = csvlog.pack(Path(csv_path))
+    Path(csv_path).unlink()
     return packed
 
 
