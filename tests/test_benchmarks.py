@@ -516,6 +516,11 @@ def test_results_are_packed_and_unpacked_byte_for_byte(tmp_path):
     assert unpack_csv(path).read_text() == "method,task\nm,t\n"
     path.write_text("newer\n")  # an unpacked file is never overwritten by the packed copy
     assert unpack_csv(path).read_text() == "newer\n"
+    path.unlink()
+    before = packed.read_bytes()
+    with pytest.raises(FileNotFoundError):  # packing a missing file leaves the archive whole
+        pack_csv(path)
+    assert packed.read_bytes() == before
 
 
 def test_multi_objective_script_smoke(tmp_path):

@@ -386,6 +386,16 @@ def test_batched_lbfgsb_takes_scipys_steps_with_one_sided_bounds_and_caps(
         assert len(rows) < nfev and rows[0] == len(x0)
 
 
+def test_batched_lbfgsb_refuses_inverted_bounds_and_takes_no_starts():
+    def fun(idx, X):
+        return (X**2).sum(1), 2 * X
+
+    with pytest.raises(ValueError, match="lower bound"):
+        batched_lbfgsb(fun, np.zeros((2, 2)), np.array([[0.0, 1.0], [1.0, 0.0]]))
+    xs, fs = batched_lbfgsb(fun, np.zeros((0, 2)), np.array([[0.0, 1.0], [0.0, 1.0]]))
+    assert xs.shape == (0, 2) and fs.shape == (0,)
+
+
 def test_the_step_routine_is_driven_directly_on_the_scipy_versions_it_knows():
     """A SciPy whose private ``setulb`` changed would silently fall back to the slower path;
     on the versions whose signature this module was written against it must not."""

@@ -334,7 +334,9 @@ class Strategy:
         if self.cache is None or self.state_key is None or not self._engine.built:
             return
         state = self._engine.surrogate.state()
-        # unchanged since this strategy wrote it (a neural model between its refits): no write
+        # unchanged since this strategy wrote it (a neural model between its refits): no write.
+        # So a worker whose state did not change no longer overwrites another worker's newer
+        # one; an entry deleted meanwhile (clear_cache) returns at the next change.
         if state and state != self._saved_state:
             self.cache.put_cache(self.state_key, "surrogate-state", state)
             self._saved_state = copy.deepcopy(state)  # the surrogate may mutate its own

@@ -69,6 +69,10 @@ def batched_lbfgsb(
     x0 = np.asarray(x0, dtype=np.float64)
     b, k = x0.shape
     bounds = np.broadcast_to(np.asarray(bounds, dtype=np.float64), (b, k, 2))
+    if (bounds[..., 0] > bounds[..., 1]).any():  # as SciPy (the step routine would just stop)
+        raise ValueError("L-BFGS-B: a lower bound is greater than its upper bound.")
+    if b == 0:
+        return x0.copy(), np.empty(0)
     if DIRECT:
         return _direct(fun, x0, bounds, maxiter, pgtol, factr)
     options = {"maxiter": maxiter, "gtol": pgtol, "ftol": factr * np.finfo(np.float64).eps}

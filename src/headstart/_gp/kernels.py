@@ -110,9 +110,10 @@ def matern52_value_np(sq_dist: np.ndarray) -> np.ndarray:
 
 
 def _root_and_exp(sq_dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(sqrt(5 r^2), exp(-sqrt(5 r^2)))`` as new arrays. The Matérn helpers work in place on
-    as few ``m x n`` arrays as they can: at 2,048 x 500 each fresh temporary costs more in page
-    faults than its arithmetic (the C allocator hands large freed blocks back to the OS)."""
+    """``(sqrt(5 r^2), exp(-sqrt(5 r^2)))`` as new float64 arrays (so the helpers return float64,
+    0-d for a scalar). The Matérn helpers work in place on as few ``m x n`` arrays as they can:
+    at 2,048 x 500 each fresh temporary costs more in page faults than its arithmetic (the C
+    allocator hands large freed blocks back to the OS)."""
     root = np.multiply(sq_dist, 5.0, out=np.empty(np.shape(sq_dist)))
     np.sqrt(root, out=root)
     exp_part = np.negative(root, out=np.empty_like(root))

@@ -48,8 +48,9 @@ def pack(csv_path: Path) -> Path:
     import gzip
 
     packed = csv_path.with_name(csv_path.name + ".gz")
+    data = csv_path.read_bytes()  # first: a missing file must not truncate an existing archive
     with open(packed, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as dst:
-        dst.write(csv_path.read_bytes())
+        dst.write(data)
     return packed
 
 

@@ -427,7 +427,7 @@ def _run_pool(
 
 
 def unpack_csv(csv_path: str | Path) -> Path:
-    """``csv_path``, restored from its gzipped copy ``<name>.csv.gz`` if only that exists.
+    """``csv_path``, restored from its gzipped copy ``<csv_path>.gz`` if only that exists.
 
     Large results are committed gzipped (100,000 rows are ~8 MB as text); the runner appends to
     the plain file, so a script unpacks before :func:`run_benchmark` and packs after.
@@ -438,7 +438,7 @@ def unpack_csv(csv_path: str | Path) -> Path:
 
 
 def pack_csv(csv_path: str | Path) -> Path:
-    """Gzip ``csv_path`` to ``<name>.csv.gz`` (:func:`headstart.benchmarks.csvlog.pack`,
+    """Gzip ``csv_path`` to ``<csv_path>.gz`` (:func:`headstart.benchmarks.csvlog.pack`,
     byte-reproducible) and remove the plain file."""
     packed = csvlog.pack(Path(csv_path))
     Path(csv_path).unlink()
