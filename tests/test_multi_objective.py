@@ -146,6 +146,61 @@ def test_bad_study_settings_are_refused_before_anything_is_stored(tmp_path, kwar
         hs.load_study("bad", url)  # nothing stored
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"reference_point": [1.0]}, hs.ReferencePointError, "list of 2 finite"),
+        ({"reference_point": [1.0, math.nan]}, hs.ReferencePointError, "list of 2 finite"),
+        ({"reference_point": [1.0, True]}, hs.ReferencePointError, "list of 2 finite"),
+        ({"reference_point": "ab"}, hs.ReferencePointError, "list of 2 finite"),
+        ({"reference_point": 3.0}, hs.ReferencePointError, "list of 2 finite"),
+    ],
+)
+def test_a_bad_reference_point_is_refused_before_anything_is_stored(tmp_path, kwargs, error, match):
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    with pytest.raises(error, match=match):
+        _mo("bad", storage=url, **kwargs)
+    with pytest.raises(hs.InvalidSettingError, match="one objective"):
+        hs.create_study("bad", _space(), storage=url, reference_point=[1.0, 2.0])
+    with pytest.raises((hs.UnknownStudyError, hs.StorageNotFoundError)):
+        hs.load_study("bad", url)  # nothing stored
+
+
+def test_the_reference_point_is_stored_and_is_hypervolumes_default(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    study = _mo("r", storage=url, reference_point=[3, -1.0])
+    for values in ([1.0, 2.0], [2.0, 3.0], [0.5, 0.5]):
+        _tell_fixed(study, values)
+    again = hs.load_study("r", url)
+    assert again.config.reference_point == (3.0, -1.0)
+    assert (
+        again.hypervolume()
+        == study.hypervolume([3.0, -1.0])
+        == pytest.approx(
+            0.5 * 1.5 + 1.0 * 3.0 + 1.0 * 4.0  # slabs f1 in [0.5, 1), [1, 2), [2, 3] above (3, -1)
+        )
+    )
+    with pytest.raises(hs.ReferencePointError, match="no reference_point"):
+        _mo("plain").hypervolume()
+
+
+def test_ehvi_maximizes_the_hypervolume_above_the_given_reference_point():
+    """On f1 = x, f2 = 1 - x (both maximized) every x is on the front; a reference point of
+    (0.7, 0) leaves only x in (0.7, 1) anything to add, so the suggestion lies there. Without
+    it, the inferred reference (around the observed front) values the widest gap, 0.2-0.8."""
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    suggestions = {}
+    for ref in ([0.7, 0.0], None):
+        study = hs.create_study(
+            f"ref-{ref}", space, directions=["maximize", "maximize"], storage=None, seed=0,
+            reference_point=ref, deterministic=True, n_initial=1,
+        )  # fmt: skip
+        study.add_trials([({"x": x}, [x, 1.0 - x]) for x in (0.0, 0.1, 0.2, 0.8, 0.9, 1.0)])
+        suggestions[ref is None] = study.ask().params["x"]
+    assert 0.7 < suggestions[False] < 1.0
+    assert 0.2 < suggestions[True] < 0.7
+
+
 def test_a_single_direction_list_is_a_single_objective_study():
     study = hs.create_study("one", _space(), directions=["maximize"], storage=None, seed=0)
     assert study.direction == "maximize" and study.directions == ("maximize",)

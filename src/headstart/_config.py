@@ -19,7 +19,7 @@ import numpy as np
 from headstart._engine import FIRST_RULES
 from headstart._methods import ACQUISITIONS, MethodOptions, MethodSpec, get_method
 from headstart._methods.registry import check_bool
-from headstart.exceptions import InvalidSettingError
+from headstart.exceptions import InvalidSettingError, ReferencePointError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
@@ -87,6 +87,11 @@ class StudyConfig:
             the study's ``direction``).
         constrained: The study's trials carry constraint values (feasible when all are
             ``<= 0``, Optuna's convention), modelled by one GP each.
+        reference_point: A multi-objective study's reference point, one value per objective in
+            its own units and direction (BoTorch's ``ref_point``, Ax's objective thresholds):
+            log EHVI then maximizes the hypervolume above it, the one the front will be judged
+            by. ``None``: inferred from the observed and predicted fronts (their nadir minus
+            10% of their range).
     """
 
     method: str = "gp"
@@ -113,6 +118,7 @@ class StudyConfig:
     reenqueue_stale: bool = False
     directions: tuple[str, ...] | None = None
     constrained: bool = False
+    reference_point: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         spec = get_method(self.method)
@@ -202,6 +208,8 @@ class StudyConfig:
                     "needs 2 or more (for one objective pass direction=...)."
                 )
             object.__setattr__(self, "directions", tuple(directions))
+        if self.reference_point is not None:
+            object.__setattr__(self, "reference_point", self._checked_reference())
         if not self.multi_output:
             return
         if self.method not in MULTI_OUTPUT_METHODS:
@@ -215,6 +223,21 @@ class StudyConfig:
                 f"acquisition={self.acquisition!r} has no multi-objective or constrained form; "
                 "these studies use log EHVI / log constrained EI (leave acquisition unset)."
             )
+
+    def _checked_reference(self) -> tuple[float, ...]:
+        ref = self.reference_point
+        if self.directions is None:
+            raise InvalidSettingError(
+                "reference_point applies to multi-objective studies (directions=[...]); this "
+                "study has one objective."
+            )
+        values = None if isinstance(ref, str | bytes | Mapping) else _floats(ref)
+        if values is None or len(values) != len(self.directions):
+            raise ReferencePointError(
+                f"reference_point must be a list of {len(self.directions)} finite numbers, one "
+                f"per objective in the order of directions; got {ref!r}."
+            )
+        return values
 
     @property
     def n_objectives(self) -> int:
@@ -272,8 +295,9 @@ class StudyConfig:
     def to_json(self) -> dict[str, Any]:
         """The stored form (plain JSON types)."""
         data = dataclasses.asdict(self)
-        if self.directions is not None:
-            data["directions"] = list(self.directions)
+        for name in ("directions", "reference_point"):
+            if getattr(self, name) is not None:
+                data[name] = list(getattr(self, name))
         return data
 
     @classmethod
@@ -291,6 +315,20 @@ class StudyConfig:
             kept = {k: v for k, v in legacy.items() if k in spec.options.names()}
             data["options"] = kept or None
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _floats(values: Any) -> tuple[float, ...] | None:
+    """``values`` as a tuple of finite floats (not bools), or ``None`` if it is not one."""
+    try:
+        items = list(values)
+    except TypeError:
+        return None
+    if not all(isinstance(v, int | float | np.integer | np.floating) for v in items):
+        return None
+    if any(isinstance(v, bool | np.bool_) for v in items):
+        return None
+    out = tuple(float(v) for v in items)
+    return out if all(math.isfinite(v) for v in out) else None
 
 
 __all__ = ["DIRECTIONS", "WORKER_HEARTBEAT", "StudyConfig", "worker_heartbeat"]

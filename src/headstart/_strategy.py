@@ -330,6 +330,15 @@ class Strategy:
             cached(self.cache, self.state_key, surrogate.load_state, "surrogate state")
         return surrogate
 
+    def _maximized_reference(self) -> np.ndarray | None:
+        """The study's ``reference_point`` in the maximize convention of ``values``."""
+        ref, directions = self.config.reference_point, self.config.directions
+        if ref is None or directions is None:
+            return None
+        return np.array(
+            [r if d == "maximize" else -r for r, d in zip(ref, directions, strict=True)]
+        )
+
     def _save_state(self) -> None:
         if self.cache is None or self.state_key is None or not self._engine.built:
             return
@@ -476,6 +485,7 @@ class Strategy:
                 rng=rng,
                 prior=self._prior_weight(len(completed) + len(pending)),
                 pending=self._encode(pending) if len(pending) else None,
+                reference=self._maximized_reference(),
             )
             return self.space.decode(x)[0]
         liar = None

@@ -46,6 +46,7 @@ from headstart.exceptions import (
     InvalidValueError,
     MultiObjectiveError,
     NoCompletedTrialsError,
+    ReferencePointError,
     SearchSpaceError,
     StorageError,
     TrialAlreadyFinishedError,
@@ -768,20 +769,31 @@ class Study:
         Y = np.array([to_max(self._trial(r).values, self.directions) for r in done])
         return [self._trial(done[i]) for i in pareto_indices(Y)]
 
-    def hypervolume(self, reference: Sequence[float]) -> float:
+    def hypervolume(self, reference: Sequence[float] | None = None) -> float:
         """Hypervolume of the Pareto front (:attr:`best_trials`) against ``reference``: the
         volume of the objective space that the front dominates and that is better than
         ``reference`` in every objective (in each objective's direction). 0 when no feasible
         trial is strictly better than the reference.
 
+        Args:
+            reference: One value per objective; ``None``: the study's ``reference_point``.
+
         Raises:
-            ReferencePointError: ``reference`` has another length than the objectives.
+            ReferencePointError: ``reference`` has another length than the objectives, or is
+                ``None`` in a study created without ``reference_point``.
         """
         if len(self.directions) == 1:
             raise MultiObjectiveError(
                 f"Study {self.name!r} has one objective; its best is study.best_value, not a "
                 "hypervolume."
             )
+        if reference is None:
+            reference = self.config.reference_point
+            if reference is None:
+                raise ReferencePointError(
+                    f"Study {self.name!r} has no reference_point: pass one, "
+                    "study.hypervolume([r1, r2, ...]) (one value per objective)."
+                )
         front = [t.values for t in self.best_trials]
         return hypervolume(
             np.array(front).reshape(-1, len(self.directions)), reference, self.directions

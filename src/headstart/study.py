@@ -143,6 +143,7 @@ def create_study(
     direction: str | None = None,
     directions: Sequence[str] | None = None,
     constraints: bool | Callable[[dict[str, Any]], Sequence[float]] = False,
+    reference_point: Sequence[float] | None = None,
     storage: str | BaseStorage | None = DEFAULT_STORAGE_URL,
     method: str | None = None,
     seed: int | None = None,
@@ -187,6 +188,12 @@ def create_study(
             :func:`load_study` again). Each constraint gets its own GP; suggestions multiply
             the acquisition by the probability that all constraints hold, and ``best_trial``
             / ``best_trials`` count feasible trials only.
+        reference_point: With ``directions``, the point the front will be judged against, one
+            value per objective in its own units (BoTorch's ``ref_point``; Ax's objective
+            thresholds): log EHVI maximizes the hypervolume above it, and
+            ``study.hypervolume()`` uses it. ``None``: inferred at each suggestion from the
+            observed and predicted fronts (their nadir minus 10% of their range), which
+            values a front's extremes little when the judging reference lies far beyond it.
         storage: A SQLAlchemy URL (default ``sqlite:///headstart.db``), a Storage, or ``None`` for
             an in-memory study.
         method: ``"gp"`` (GP-BO), ``"random"``, or a transfer method that also learns from
@@ -314,6 +321,7 @@ def create_study(
         reenqueue_stale=reenqueue_stale,
         directions=directions,
         constrained=bool(constraints),
+        reference_point=reference_point,
     ).check_heartbeat()
     belief = UserBelief(space, prior_density) if use_priors else None
     config = config.resolved(priors=pibo_active(belief, config.prior_strength))

@@ -358,6 +358,7 @@ class BOEngine:
         rng: np.random.Generator,
         prior: PriorWeight | None = None,
         pending: np.ndarray | None = None,
+        reference: np.ndarray | None = None,
     ) -> np.ndarray:
         r"""Next point for several objectives and / or constraints (one model per output).
 
@@ -375,6 +376,9 @@ class BOEngine:
                 ignored.
             n_objectives: ``k``.
             rng, prior, pending: As in :meth:`suggest`.
+            reference: ``k`` EHVI reference values in ``train_Y``'s units (maximized), or
+                ``None``: :func:`~headstart._engine.multi_output.infer_reference` on the
+                observed and the predicted fronts.
 
         Returns:
             A ``d`` point in ``[0, 1]``.
@@ -427,8 +431,14 @@ class BOEngine:
                 cells = None
                 if len(objectives):
                     front = objectives[pareto_mask(objectives)]
-                    expected = self._expected_front(stacked, k, thresholds, rng)
-                    cells = hypercells(front, infer_reference(np.vstack([front, expected]), k))
+                    if reference is not None:  # the user's, in each model's units
+                        ref = np.array(
+                            [to_model_units(Y[:, j], models[j], reference[j]) for j in range(k)]
+                        )
+                    else:
+                        expected = self._expected_front(stacked, k, thresholds, rng)
+                        ref = infer_reference(np.vstack([front, expected]), k)
+                    cells = hypercells(front, ref)
                 crit = MultiOutputCriterion(stacked, k, thresholds, cells=cells, prior=prior)
             # the search's incumbent start: the best feasible first objective, else the point
             # nearest to feasibility
