@@ -568,7 +568,7 @@ def report(path: Path, out: Path, budget: int) -> str:
         lines.append("")
     rank_table = pd.concat(ranks, axis=1)
     left_out = ", ".join(f"`{m}`" for m in UNRANKED if m in methods)
-    why = f"; without {left_out}: an earlier run's data, or not every problem and seed"
+    why = f"; without {left_out}: an earlier run's data, the judging reference point, or not every problem and seed"
     lines += [
         f"### Mean rank at t = {budget} (1 = best; per seed, then averaged{why if left_out else ''})",
         "",
@@ -630,7 +630,7 @@ def summary_table(frame, budget: int, log_gap: bool = False) -> list[str]:
         row = means.loc[problem]
         peers = row[[m for m, _ in cols if m not in INFORMED]].dropna()
         lower = log_gap or problem in SINGLE_OBJECTIVE
-        best = peers.idxmin() if lower else peers.idxmax()
+        best = None if peers.empty else peers.idxmin() if lower else peers.idxmax()
         cells = []
         for m, _ in cols:
             text = "–" if np.isnan(row[m]) else f"{row[m]:.4g}"
