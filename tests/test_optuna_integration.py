@@ -181,6 +181,29 @@ def test_multi_objective_studies_with_constraints_func():
         HeadstartSampler("abrac", transfer_from=[], constraints_func=lambda t: [0.0])
 
 
+def test_a_reference_point_steers_ehvi_through_the_sampler():
+    """As ``create_study(reference_point=...)``: on f1 = x, f2 = 1 - x (both maximized) only
+    x in (0.7, 1) adds hypervolume above (0.7, 0); a one-objective study refuses the point."""
+    sampler = HeadstartSampler(
+        seed=0, n_startup_trials=1, deterministic_objective=True, reference_point=[0.7, 0.0]
+    )
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
+    for x in (0.0, 0.1, 0.2, 0.8, 0.9, 1.0):
+        study.enqueue_trial({"x": x})
+
+    def line(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        return x, 1.0 - x
+
+    study.optimize(line, n_trials=7)
+    assert 0.7 < study.trials[-1].params["x"] < 1.0
+    one = optuna.create_study(sampler=HeadstartSampler(seed=0, reference_point=[0.7, 0.0]))
+    one.enqueue_trial({"x": 0.5})
+    one.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=1)
+    with pytest.raises(InvalidSettingError, match="one objective"):
+        one.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=1)
+
+
 def test_settings_are_checked_when_the_sampler_is_built():
     with pytest.raises(
         InvalidSettingError, match=r"Unknown setting or option 'aquisition'.*'acquisition'"

@@ -162,7 +162,9 @@ class HeadstartSampler(BaseSampler):
             with Optuna 5's ``trial.set_constraint(name, value)`` are modelled without it. Each constraint gets its own GP
             and suggestions multiply the acquisition by the probability that all hold; the
             values are stored where Optuna's ``study.best_trials`` reads them. Multi-objective
-            studies (``directions=[...]``) get one GP per objective and log EHVI.
+            studies (``directions=[...]``) get one GP per objective and log EHVI, above
+            ``reference_point=[...]`` when given (one value per objective, in the study's
+            directions; checked at the first suggestion, when the directions are known).
         storage: headstart storage where study names in ``transfer_from`` are looked up and
             fitted meta-models are cached (default: in memory, fitted once per sampler).
         **settings: Any other model setting of :func:`headstart.create_study`
@@ -206,6 +208,8 @@ class HeadstartSampler(BaseSampler):
             method = default_method(transfer_from, prior_model)
         check_source_arguments(method, transfer_from, prior_model)
         general = {k: v for k, v in settings.items() if k in fields and k != "options"}
+        # checked against the study's directions when they are known (the first suggestion)
+        self._reference_point = general.pop("reference_point", None)
         options = {k: v for k, v in settings.items() if k not in fields}
         self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
         self._config = StudyConfig(
@@ -452,7 +456,10 @@ class HeadstartSampler(BaseSampler):
                 config,
                 directions=directions if len(directions) > 1 else None,
                 constrained=constrained,
+                reference_point=self._reference_point,
             )
+        elif self._reference_point is not None:  # refused: one objective
+            config = dataclasses.replace(config, reference_point=self._reference_point)
         if config.spec.sources == "any-space":
             model_key = resolve_prior_model(  # one pre-training for every seed
                 self._transfer_from, self._prior_model, self._storage, exclude=()
