@@ -154,6 +154,9 @@ def test_bad_study_settings_are_refused_before_anything_is_stored(tmp_path, kwar
         ({"reference_point": [1.0, True]}, hs.ReferencePointError, "list of 2 finite"),
         ({"reference_point": "ab"}, hs.ReferencePointError, "list of 2 finite"),
         ({"reference_point": 3.0}, hs.ReferencePointError, "list of 2 finite"),
+        ({"reference_point": {1.0, 2.0}}, hs.ReferencePointError, "list of 2 finite"),  # unordered
+        ({"reference_point": [10**400, 1]}, hs.ReferencePointError, "list of 2 finite"),
+        ({"reference_point": np.ones((1, 2))}, hs.ReferencePointError, "list of 2 finite"),
     ],
 )
 def test_a_bad_reference_point_is_refused_before_anything_is_stored(tmp_path, kwargs, error, match):
@@ -184,6 +187,30 @@ def test_the_reference_point_is_stored_and_is_hypervolumes_default(tmp_path):
         _mo("plain").hypervolume()
 
 
+def test_a_reference_point_may_be_an_array_and_serves_a_constrained_study():
+    study = _mo("arr", reference_point=np.array([3.0, -1.0]), constraints=True, n_initial=2)
+    assert study.config.reference_point == (3.0, -1.0)
+    for values, c in (([1.0, 2.0], [-1.0]), ([2.0, 3.0], [1.0]), ([0.5, 0.5], [-0.5])):
+        _tell_fixed(study, values, constraints=c)
+    trial = study.ask()  # EHVI above the reference, times the feasibility
+    assert 0.0 <= trial.params["x"] <= 1.0
+    assert study.hypervolume() == pytest.approx(0.5 * 1.5 + 2.0 * 3.0)  # (2, 3) is infeasible
+
+
+def test_to_model_units_continues_a_warped_map_with_the_whole_ranges_slope():
+    """Two nearly tied worst values make a warped map's end segment nearly vertical; a far
+    reference point continued along it would land millions of units away."""
+    from headstart._engine.multi_output import to_model_units
+
+    y, model = np.array([0.0, 1.0, 1.000001]), np.array([0.0, 1.0, 2.0])
+    assert to_model_units(y, model, 11.0) > 1e6  # the end segment's slope (constraints)
+    assert to_model_units(y, model, 11.0, beyond="range") == pytest.approx(2.0 + 10.0 * 2.0, 1e-5)
+    assert to_model_units(y, model, 0.5, beyond="range") == 0.5  # inside: interpolation
+    affine = 3.0 * y - 1.0  # standardization: both continuations are exact
+    for beyond in ("end", "range"):
+        assert to_model_units(y, affine, -4.0, beyond=beyond) == pytest.approx(-13.0)
+
+
 def test_ehvi_maximizes_the_hypervolume_above_the_given_reference_point():
     """On f1 = x, f2 = 1 - x (both maximized) every x is on the front; a reference point of
     (0.7, 0) leaves only x in (0.7, 1) anything to add, so the suggestion lies there. Without
@@ -199,6 +226,13 @@ def test_ehvi_maximizes_the_hypervolume_above_the_given_reference_point():
         suggestions[ref is None] = study.ask().params["x"]
     assert 0.7 < suggestions[False] < 1.0
     assert 0.2 < suggestions[True] < 0.7
+    # the same problem minimized (-x and x - 1): the reference flips with the directions
+    study = hs.create_study(
+        "ref-min", space, directions=["minimize", "minimize"], storage=None, seed=0,
+        reference_point=[-0.7, 0.0], deterministic=True, n_initial=1,
+    )  # fmt: skip
+    study.add_trials([({"x": x}, [-x, x - 1.0]) for x in (0.0, 0.1, 0.2, 0.8, 0.9, 1.0)])
+    assert 0.7 < study.ask().params["x"] < 1.0
 
 
 def test_a_single_direction_list_is_a_single_objective_study():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -198,10 +199,15 @@ def test_a_reference_point_steers_ehvi_through_the_sampler():
     study.optimize(line, n_trials=7)
     assert 0.7 < study.trials[-1].params["x"] < 1.0
     one = optuna.create_study(sampler=HeadstartSampler(seed=0, reference_point=[0.7, 0.0]))
-    one.enqueue_trial({"x": 0.5})
-    one.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=1)
-    with pytest.raises(InvalidSettingError, match="one objective"):
+    with pytest.raises(InvalidSettingError, match="one objective"):  # before trial 0 runs
         one.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=1)
+    three = optuna.create_study(
+        directions=["minimize"] * 3, sampler=HeadstartSampler(reference_point=[1.0, 2.0])
+    )
+    with pytest.raises(hs.ReferencePointError, match="list of 3 finite"):
+        three.optimize(lambda t: (t.suggest_float("x", 0.0, 1.0),) * 3, n_trials=1)
+    with pytest.raises(hs.ReferencePointError, match="finite numbers"):  # when built
+        HeadstartSampler(reference_point=[math.nan, 0.0])
 
 
 def test_settings_are_checked_when_the_sampler_is_built():

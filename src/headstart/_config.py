@@ -231,13 +231,7 @@ class StudyConfig:
                 "reference_point applies to multi-objective studies (directions=[...]); this "
                 "study has one objective."
             )
-        values = None if isinstance(ref, str | bytes | Mapping) else _floats(ref)
-        if values is None or len(values) != len(self.directions):
-            raise ReferencePointError(
-                f"reference_point must be a list of {len(self.directions)} finite numbers, one "
-                f"per objective in the order of directions; got {ref!r}."
-            )
-        return values
+        return check_reference_values(ref, len(self.directions))
 
     @property
     def n_objectives(self) -> int:
@@ -318,17 +312,45 @@ class StudyConfig:
 
 
 def _floats(values: Any) -> tuple[float, ...] | None:
-    """``values`` as a tuple of finite floats (not bools), or ``None`` if it is not one."""
+    """``values`` (a list, tuple or 1-D array: ordered) as a tuple of finite floats (not
+    bools), or ``None`` if it is not one."""
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            return None
+        values = values.tolist()
+    if not isinstance(values, list | tuple):
+        return None
+    if not all(isinstance(v, int | float | np.integer | np.floating) for v in values):
+        return None
+    if any(isinstance(v, bool | np.bool_) for v in values):
+        return None
     try:
-        items = list(values)
-    except TypeError:
+        out = tuple(float(v) for v in values)
+    except OverflowError:  # an int beyond float range
         return None
-    if not all(isinstance(v, int | float | np.integer | np.floating) for v in items):
-        return None
-    if any(isinstance(v, bool | np.bool_) for v in items):
-        return None
-    out = tuple(float(v) for v in items)
     return out if all(math.isfinite(v) for v in out) else None
 
 
-__all__ = ["DIRECTIONS", "WORKER_HEARTBEAT", "StudyConfig", "worker_heartbeat"]
+def check_reference_values(reference: Any, n_objectives: int | None = None) -> tuple[float, ...]:
+    """A reference point as a tuple of finite floats, ``n_objectives`` of them if given.
+
+    Raises:
+        ReferencePointError: it is not a list of finite numbers (of that length).
+    """
+    values = None if isinstance(reference, str | bytes | Mapping) else _floats(reference)
+    if values is None or (n_objectives is not None and len(values) != n_objectives):
+        count = "" if n_objectives is None else f"{n_objectives} "
+        raise ReferencePointError(
+            f"reference_point must be a list of {count}finite numbers, one per objective in the "
+            f"order of directions; got {reference!r}."
+        )
+    return values
+
+
+__all__ = [
+    "DIRECTIONS",
+    "WORKER_HEARTBEAT",
+    "StudyConfig",
+    "check_reference_values",
+    "worker_heartbeat",
+]

@@ -315,7 +315,7 @@ def _show_front(study, out) -> None:
     """Print a multi-objective study's Pareto front and its hypervolume."""
     from rich.table import Table
 
-    from headstart.plots import default_reference
+    from headstart.plots import default_reference, reference_description
 
     front = study.best_trials
     names = [f"{j}: {d}" for j, d in enumerate(study.directions)]
@@ -326,8 +326,7 @@ def _show_front(study, out) -> None:
     reference = default_reference(study)
     out.print(
         f"hypervolume {study.hypervolume(reference):.6g} (reference "
-        f"{', '.join(f'{r:.4g}' for r in reference)}: each objective's worst feasible value, "
-        "10% of its range further)"
+        f"{', '.join(f'{r:.4g}' for r in reference)}: {reference_description(study)})"
     )
 
 

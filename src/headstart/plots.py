@@ -532,12 +532,16 @@ def plot_prior_vs_observed(study: Any, path: str | Path | None = None):
 
 # --- several objectives and constraints -----------------------------------------------------------
 def default_reference(study: Any) -> list[float]:
-    """A hypervolume reference point: each objective's worst feasible value, 10% of its range
-    further (BoTorch's default rule), in the objective's own direction."""
+    """A hypervolume reference point: the study's ``reference_point`` if it was created with
+    one, else each objective's worst feasible value, 10% of its range further (BoTorch's
+    default rule), in the objective's own direction (:func:`reference_description`)."""
     import numpy as np
 
     from headstart.exceptions import NoCompletedTrialsError
 
+    given = getattr(getattr(study, "config", None), "reference_point", None)
+    if given is not None:
+        return [float(r) for r in given]
     done = [t for t in study.trials if t.state == "complete" and t.feasible]
     if not done:
         raise NoCompletedTrialsError(
@@ -549,6 +553,13 @@ def default_reference(study: Any) -> list[float]:
     maximized = to_max(np.array([t.values for t in done], dtype=float), study.directions)
     reference = infer_reference(maximized, len(study.directions))  # maximized units
     return [float(r) for r in to_max(reference, study.directions)]  # back: the same flip
+
+
+def reference_description(study: Any) -> str:
+    """What :func:`default_reference` chose for ``study``, for labels."""
+    if getattr(getattr(study, "config", None), "reference_point", None) is not None:
+        return "the study's reference_point"
+    return "each objective's worst feasible value, 10% of its range further"
 
 
 def plot_pareto_front(study: Any, path: str | Path | None = None):

@@ -172,7 +172,7 @@ def _pareto_sections(study: Any) -> list[str]:
     if len(study.directions) in (2, 3):
         out.append(_figure("Pareto front", plots.plot_pareto_front(study)))
     reference = plots.default_reference(study)
-    note = "Reference point: each objective's worst feasible value, 10% of its range further."
+    note = f"Reference point: {plots.reference_description(study)}."
     out.append(_figure("Hypervolume", plots.plot_hypervolume(study, reference=reference), note))
     return out
 

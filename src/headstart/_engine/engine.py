@@ -433,7 +433,10 @@ class BOEngine:
                     front = objectives[pareto_mask(objectives)]
                     if reference is not None:  # the user's, in each model's units
                         ref = np.array(
-                            [to_model_units(Y[:, j], models[j], reference[j]) for j in range(k)]
+                            [
+                                to_model_units(Y[:, j], models[j], reference[j], beyond="range")
+                                for j in range(k)
+                            ]
                         )
                     else:
                         expected = self._expected_front(stacked, k, thresholds, rng)

@@ -224,13 +224,16 @@ def _free_boxes(pts: np.ndarray, ref: np.ndarray) -> list[tuple[np.ndarray, np.n
     return boxes
 
 
-def to_model_units(y: np.ndarray, y_model: np.ndarray, value: float) -> float:
+def to_model_units(y: np.ndarray, y_model: np.ndarray, value: float, beyond: str = "end") -> float:
     """``value`` (in ``y``'s units) in a model's units, given its training targets in both.
 
     A surrogate maps its targets by a monotone transform (standardization, a power warp); the
-    map is read off the pairs ``(y_i, y_model_i)`` by linear interpolation, with the end
-    segments' slopes beyond them -- exact for an affine map (standardization). A constraint's
-    threshold ``c <= 0`` so becomes a threshold on its model's posterior.
+    map is read off the pairs ``(y_i, y_model_i)`` by linear interpolation, and beyond them
+    continued with the end segment's slope (``beyond="end"``) or the whole range's
+    (``"range"``) -- both exact for an affine map (standardization). A constraint's threshold
+    ``c <= 0`` so becomes a threshold on its model's posterior. A reference point usually lies
+    far beyond the data, where an end segment of a warped map can be nearly vertical (two
+    close worst values under a copula): it uses ``"range"``.
     """
     order = np.argsort(y, kind="stable")
     ys, ms = np.asarray(y, dtype=np.float64)[order], np.asarray(y_model, dtype=np.float64)[order]
@@ -238,10 +241,13 @@ def to_model_units(y: np.ndarray, y_model: np.ndarray, value: float) -> float:
     ms = ms[first]
     if len(ys) == 1:  # one distinct value: a unit slope through it
         return float(ms[0] + (value - ys[0]))
+    whole = (ms[-1] - ms[0]) / (ys[-1] - ys[0])
     if value < ys[0]:
-        return float(ms[0] + (value - ys[0]) * (ms[1] - ms[0]) / (ys[1] - ys[0]))
+        slope = (ms[1] - ms[0]) / (ys[1] - ys[0]) if beyond == "end" else whole
+        return float(ms[0] + (value - ys[0]) * slope)
     if value > ys[-1]:
-        return float(ms[-1] + (value - ys[-1]) * (ms[-1] - ms[-2]) / (ys[-1] - ys[-2]))
+        slope = (ms[-1] - ms[-2]) / (ys[-1] - ys[-2]) if beyond == "end" else whole
+        return float(ms[-1] + (value - ys[-1]) * slope)
     return float(np.interp(value, ys, ms))
 
 

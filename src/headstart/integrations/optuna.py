@@ -46,7 +46,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.search_space import IntersectionSearchSpace
 from optuna.trial import FrozenTrial, TrialState
 
-from headstart._config import StudyConfig
+from headstart._config import StudyConfig, check_reference_values
 from headstart._methods import check_source_arguments, default_method, merge_options
 from headstart._strategy import Strategy, build_strategy
 from headstart.exceptions import InvalidSettingError
@@ -164,7 +164,7 @@ class HeadstartSampler(BaseSampler):
             values are stored where Optuna's ``study.best_trials`` reads them. Multi-objective
             studies (``directions=[...]``) get one GP per objective and log EHVI, above
             ``reference_point=[...]`` when given (one value per objective, in the study's
-            directions; checked at the first suggestion, when the directions are known).
+            directions; its length is checked when the first trial starts, before it runs).
         storage: headstart storage where study names in ``transfer_from`` are looked up and
             fitted meta-models are cached (default: in memory, fitted once per sampler).
         **settings: Any other model setting of :func:`headstart.create_study`
@@ -208,8 +208,10 @@ class HeadstartSampler(BaseSampler):
             method = default_method(transfer_from, prior_model)
         check_source_arguments(method, transfer_from, prior_model)
         general = {k: v for k, v in settings.items() if k in fields and k != "options"}
-        # checked against the study's directions when they are known (the first suggestion)
+        # its form checked here; its length against the study's directions at the first trial
         self._reference_point = general.pop("reference_point", None)
+        if self._reference_point is not None:
+            self._reference_point = check_reference_values(self._reference_point)
         options = {k: v for k, v in settings.items() if k not in fields}
         self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
         self._config = StudyConfig(
@@ -257,12 +259,21 @@ class HeadstartSampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         """The completed trials' common parameters; before any, the sources' or the given ones."""
+        if self._reference_point is not None:  # before the first trial runs, not after it
+            self._check_reference(study)
         found = {k: v for k, v in self._intersection.calculate(study).items() if not v.single()}
         if found:
             return found
         if self._given_space is not None:
             return self._given_space
         return self._sources_space()
+
+    def _check_reference(self, study: optuna.Study) -> None:
+        directions = ["minimize"] * len(study.directions)
+        StudyConfig(  # the checks create_study makes: several objectives, one value each
+            directions=tuple(directions) if len(directions) > 1 else None,
+            reference_point=self._reference_point,
+        )
 
     def _sources_space(self) -> dict[str, BaseDistribution]:
         with self._lock:
