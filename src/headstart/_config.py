@@ -19,7 +19,7 @@ import numpy as np
 from headstart._engine import FIRST_RULES
 from headstart._methods import ACQUISITIONS, MethodOptions, MethodSpec, get_method
 from headstart._methods.registry import check_bool
-from headstart.exceptions import InvalidSettingError, ReferencePointError
+from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
@@ -225,13 +225,15 @@ class StudyConfig:
             )
 
     def _checked_reference(self) -> tuple[float, ...]:
-        ref = self.reference_point
+        """The reference point as a tuple; its values are checked by the callers that take it
+        from a user (``create_study``, ``HeadstartSampler``: :func:`headstart._objectives.
+        check_reference`, a layer above this one)."""
         if self.directions is None:
             raise InvalidSettingError(
                 "reference_point applies to multi-objective studies (directions=[...]); this "
                 "study has one objective."
             )
-        return check_reference_values(ref, len(self.directions))
+        return tuple(float(r) for r in self.reference_point)
 
     @property
     def n_objectives(self) -> int:
@@ -311,46 +313,9 @@ class StudyConfig:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def _floats(values: Any) -> tuple[float, ...] | None:
-    """``values`` (a list, tuple or 1-D array: ordered) as a tuple of finite floats (not
-    bools), or ``None`` if it is not one."""
-    if isinstance(values, np.ndarray):
-        if values.ndim != 1:
-            return None
-        values = values.tolist()
-    if not isinstance(values, list | tuple):
-        return None
-    if not all(isinstance(v, int | float | np.integer | np.floating) for v in values):
-        return None
-    if any(isinstance(v, bool | np.bool_) for v in values):
-        return None
-    try:
-        out = tuple(float(v) for v in values)
-    except OverflowError:  # an int beyond float range
-        return None
-    return out if all(math.isfinite(v) for v in out) else None
-
-
-def check_reference_values(reference: Any, n_objectives: int | None = None) -> tuple[float, ...]:
-    """A reference point as a tuple of finite floats, ``n_objectives`` of them if given.
-
-    Raises:
-        ReferencePointError: it is not a list of finite numbers (of that length).
-    """
-    values = None if isinstance(reference, str | bytes | Mapping) else _floats(reference)
-    if values is None or (n_objectives is not None and len(values) != n_objectives):
-        count = "" if n_objectives is None else f"{n_objectives} "
-        raise ReferencePointError(
-            f"reference_point must be a list of {count}finite numbers, one per objective in the "
-            f"order of directions; got {reference!r}."
-        )
-    return values
-
-
 __all__ = [
     "DIRECTIONS",
     "WORKER_HEARTBEAT",
     "StudyConfig",
-    "check_reference_values",
     "worker_heartbeat",
 ]

@@ -16,6 +16,7 @@ Conventions (Optuna's, so studies move between the two unchanged):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -124,27 +125,40 @@ def pareto_indices(values: np.ndarray) -> np.ndarray:
     return np.flatnonzero(pareto_mask(values))
 
 
+def check_reference(
+    reference: Any, n_objectives: int | None = None, name: str = "reference_point"
+) -> tuple[float, ...]:
+    """A hypervolume reference point as a tuple of finite floats, ``n_objectives`` of them if
+    given: an ordered sequence (a list, tuple or 1-d array, not a set) of what
+    :func:`~headstart._trial.check_value` accepts (numpy / torch scalars; no bools, NaN, inf or
+    ints beyond float's range).
+
+    Raises:
+        ReferencePointError: anything else (``name`` is how the caller calls it).
+    """
+    values = None if isinstance(reference, AbstractSet) else _as_list(reference)
+    try:
+        out = None if values is None else tuple(check_value(v) for v in values)
+    except InvalidValueError:
+        out = None
+    if out is None or (n_objectives is not None and len(out) != n_objectives):
+        count = "" if n_objectives is None else f"{n_objectives} "
+        raise ReferencePointError(
+            f"{name} must be a list of {count}finite numbers, one per objective in the order "
+            f"of directions; got {reference!r}."
+        )
+    return out
+
+
 def hypervolume(values: np.ndarray, reference: Sequence[float], directions: Sequence[str]) -> float:
     """Hypervolume of ``values`` (``n x k``, in the study's directions) above ``reference``.
 
     Raises:
-        ReferencePointError: a reference of another length than the objectives, or not finite.
+        ReferencePointError: a reference of another length than the objectives, or not finite
+            numbers (:func:`check_reference`).
     """
     k = len(directions)
-    ref = _as_list(reference)
-    if ref is None or len(ref) != k:
-        raise ReferencePointError(
-            f"The reference point needs one number per objective ({k}: {list(directions)}); "
-            f"got {reference!r}."
-        )
-    try:
-        ref_arr = np.asarray(ref, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ReferencePointError(
-            f"The reference point must be numbers; got {reference!r}."
-        ) from None
-    if not np.isfinite(ref_arr).all():
-        raise ReferencePointError(f"The reference point must be finite; got {reference!r}.")
+    ref_arr = np.array(check_reference(reference, k, name="The reference point"))
     points = to_max(np.asarray(values, dtype=np.float64).reshape(-1, k), directions)
     ref_max = to_max(ref_arr, directions)
     points = points[(points > ref_max).all(axis=1)]
@@ -159,6 +173,7 @@ def hypervolume(values: np.ndarray, reference: Sequence[float], directions: Sequ
 
 __all__ = [
     "check_constraints",
+    "check_reference",
     "check_values",
     "hypervolume",
     "pareto_indices",

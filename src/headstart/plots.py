@@ -539,7 +539,7 @@ def default_reference(study: Any) -> list[float]:
 
     from headstart.exceptions import NoCompletedTrialsError
 
-    given = getattr(getattr(study, "config", None), "reference_point", None)
+    given = _given_reference(study)
     if given is not None:
         return [float(r) for r in given]
     done = [t for t in study.trials if t.state == "complete" and t.feasible]
@@ -557,9 +557,14 @@ def default_reference(study: Any) -> list[float]:
 
 def reference_description(study: Any) -> str:
     """What :func:`default_reference` chose for ``study``, for labels."""
-    if getattr(getattr(study, "config", None), "reference_point", None) is not None:
+    if _given_reference(study) is not None:
         return "the study's reference_point"
     return "each objective's worst feasible value, 10% of its range further"
+
+
+def _given_reference(study: Any):
+    """The ``reference_point`` the study was created with, or ``None``."""
+    return getattr(getattr(study, "config", None), "reference_point", None)
 
 
 def plot_pareto_front(study: Any, path: str | Path | None = None):

@@ -27,6 +27,7 @@ import numpy as np
 
 from headstart._config import DIRECTIONS, StudyConfig
 from headstart._methods import MethodOptions, check_source_arguments, default_method, merge_options
+from headstart._objectives import check_reference
 from headstart._study import Study
 from headstart._trial import Trial, check_value
 from headstart.exceptions import (
@@ -291,6 +292,8 @@ def create_study(
     """
     direction, directions = _check_directions(direction, directions)
     _check_call(name, space, direction, load_if_exists)
+    if reference_point is not None and directions is not None:
+        reference_point = check_reference(reference_point, len(directions))
     if not (isinstance(constraints, bool) or callable(constraints)):
         raise InvalidSettingError(
             f"constraints must be True / False or a function of the parameters; got "

@@ -46,8 +46,9 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.search_space import IntersectionSearchSpace
 from optuna.trial import FrozenTrial, TrialState
 
-from headstart._config import StudyConfig, check_reference_values
+from headstart._config import StudyConfig
 from headstart._methods import check_source_arguments, default_method, merge_options
+from headstart._objectives import check_reference
 from headstart._strategy import Strategy, build_strategy
 from headstart.exceptions import InvalidSettingError
 from headstart.integrations.optuna_space import space_from_distributions, to_optuna_value
@@ -211,7 +212,7 @@ class HeadstartSampler(BaseSampler):
         # its form checked here; its length against the study's directions at the first trial
         self._reference_point = general.pop("reference_point", None)
         if self._reference_point is not None:
-            self._reference_point = check_reference_values(self._reference_point)
+            self._reference_point = check_reference(self._reference_point)
         options = {k: v for k, v in settings.items() if k not in fields}
         self._seed = int(np.random.default_rng(seed).integers(2**31 - 1))
         self._config = StudyConfig(
@@ -269,11 +270,10 @@ class HeadstartSampler(BaseSampler):
         return self._sources_space()
 
     def _check_reference(self, study: optuna.Study) -> None:
-        directions = ["minimize"] * len(study.directions)
-        StudyConfig(  # the checks create_study makes: several objectives, one value each
-            directions=tuple(directions) if len(directions) > 1 else None,
-            reference_point=self._reference_point,
-        )
+        """As ``create_study``: several objectives (the config refuses one), one value each."""
+        if len(study.directions) == 1:
+            StudyConfig(reference_point=self._reference_point)  # raises InvalidSettingError
+        check_reference(self._reference_point, len(study.directions))
 
     def _sources_space(self) -> dict[str, BaseDistribution]:
         with self._lock:
@@ -469,8 +469,6 @@ class HeadstartSampler(BaseSampler):
                 constrained=constrained,
                 reference_point=self._reference_point,
             )
-        elif self._reference_point is not None:  # refused: one objective
-            config = dataclasses.replace(config, reference_point=self._reference_point)
         if config.spec.sources == "any-space":
             model_key = resolve_prior_model(  # one pre-training for every seed
                 self._transfer_from, self._prior_model, self._storage, exclude=()
