@@ -406,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-seeds", type=int, default=TABLE_SEEDS)
     p.add_argument("--table-methods", default=TABLE_METHODS)
     p.add_argument("--early-seeds", type=int, default=EARLY_SEEDS)
+    p.add_argument("--early-methods", default=EARLY_METHODS)
     p.add_argument("--svm-seeds", type=int, default=SVM_SEEDS)
     p.add_argument("--svm-methods", default=SVM_METHODS)
     p.add_argument(
@@ -455,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     if "early" not in skip:
         for task in BUDGETS:
             run_benchmark(
-                _names(EARLY_METHODS), [task], range(args.early_seeds),
+                _names(args.early_methods), [task], range(args.early_seeds),
                 EARLY_BUDGET, early_csv, workers=args.workers,
             )  # fmt: skip
     if early_csv.exists():

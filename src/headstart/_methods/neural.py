@@ -44,11 +44,13 @@ class NeuralOptions(MethodOptions):
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
+    residual_switch: bool = defaults.NEURAL_RESIDUAL_SWITCH
     source_mean: bool = False
     local_points: int | None = defaults.NEURAL_LOCAL_POINTS
 
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
+        check_bool("residual_switch", self.residual_switch)
         check_bool("source_mean", self.source_mean)
         n = self.local_points
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):

@@ -51,7 +51,7 @@ from headstart._engine.numerics import robust_cholesky
 from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR
 from headstart._gp.kernels import matern52_np, matern52_value_np, sq_dist_np
-from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit
+from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit, neg_log_marginal_likelihood
 from headstart._transfer.features import FeatureNet
 from headstart.exceptions import ModelFittingError
 
@@ -130,6 +130,8 @@ class ResidualPosterior:
             - 0.5 * len(y) * math.log(2 * math.pi)
         )
         """Log marginal likelihood of the standardized targets (given ``w_prior``'s data)."""
+        self.log_evidence = self.mll
+        """The whole data's (:func:`fit_residual` adds the points outside the exact subset)."""
 
     def _features(self, X: np.ndarray) -> np.ndarray:
         return self.net.features(np.atleast_2d(X))[:, : self.r]
@@ -350,7 +352,23 @@ def fit_residual(
             xs, fs = np.array(starts[:1]), np.zeros(1)
         theta = xs[int(np.argmin(fs))]
     w_prior = None if rest is None else rest_weight_prior(Phi_rest, y_rest, theta, k, d)
-    return ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2, w_prior=w_prior, Phi=Phi)
+    post = ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2, w_prior=w_prior, Phi=Phi)
+    if rest is not None:
+        post.log_evidence += rest_log_evidence(Phi_rest, y_rest, theta, k, d)
+    return post
+
+
+def rest_log_evidence(
+    Phi_rest: np.ndarray, y_rest: np.ndarray, theta: np.ndarray, k: int, d: int
+) -> float:
+    r"""``log p(y_R | theta)`` of the points outside the exact subset under the model that
+    :func:`rest_weight_prior` conditions on (a BLR with noise ``s + sigma^2``; Bishop 2006,
+    Eq. 3.86), so that ``mll + rest_log_evidence`` is the whole data's log evidence under the
+    block-diagonal kernel (``log p(y_R) + log p(y_S | y_R)``)."""
+    r = Phi_rest.shape[1]
+    log_alpha = np.broadcast_to(theta[:k], (r,))
+    log_tau = -math.log(math.exp(theta[k + d]) + math.exp(theta[k + d + 1]))
+    return -neg_log_marginal_likelihood(np.append(log_alpha, log_tau), Phi_rest, y_rest)[0]
 
 
 __all__ = [
@@ -358,5 +376,6 @@ __all__ = [
     "fit_residual",
     "nearest_to_incumbent",
     "neg_log_posterior",
+    "rest_log_evidence",
     "rest_weight_prior",
 ]

@@ -420,6 +420,13 @@ run_headstart_ablr_sgd_fixed = _neural_method("ablr-sgd-fixed", residual=False)
 # issue 32: a Matérn GP beside the head, spelt out
 run_headstart_abrac_residual = _neural_method("abrac", "-residual", residual=True)
 run_headstart_ablr_residual = _neural_method("ablr", "-residual", residual=True)
+# ... used only where its evidence beats the head's alone (residual_switch=True)
+run_headstart_abrac_residual_switch = _neural_method(
+    "abrac", "-residual-switch", residual=True, residual_switch=True
+)
+run_headstart_ablr_residual_switch = _neural_method(
+    "ablr", "-residual-switch", residual=True, residual_switch=True
+)
 # ... with every basis function active from the start (the paper's "ABRAC fixed")
 run_headstart_abrac_residual_all = _neural_method(
     "abrac", "-residual-all", residual=True, active="all"
@@ -823,6 +830,8 @@ register_method("headstart-abrac-paper", run_headstart_abrac_paper)
 register_method("headstart-abrac-residual-all", run_headstart_abrac_residual_all)
 register_method("headstart-ablr-paper", run_headstart_ablr_paper)
 register_method("headstart-abrac-residual", run_headstart_abrac_residual)
+register_method("headstart-abrac-residual-switch", run_headstart_abrac_residual_switch)
+register_method("headstart-ablr-residual-switch", run_headstart_ablr_residual_switch)
 register_method("headstart-ablr-residual", run_headstart_ablr_residual)
 register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_mean)
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
