@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from headstart._gp.hyperprior import NAMED
+from headstart._gp.hyperprior import NAMED, SCAML_TEST_HYPERPRIOR
 from headstart._gp.kernels import matern52_np
 from headstart._methods.gp import GPOptions
 from headstart._transfer.blr import blr_at
@@ -80,16 +80,18 @@ def test_objective_is_the_gp_evidence_plus_the_residual_prior_with_its_gradient(
 
 
 def test_with_the_head_off_the_fit_objective_is_gp_bos():
-    """In the limit alpha -> inf the residual model's MAP objective is GP-BO's, computed by GP-BO's
-    own code (``headstart._gp.exact``): same Matérn kernel, same hyperprior (before, the residual
-    had ScaML-GP's test-task prior; issue 32). Noise above both noise floors."""
+    """In the limit alpha -> inf the residual model's MAP objective is a Matérn GP's, computed by
+    GP-BO's own code (``headstart._gp.exact``): same kernel, GP-BO's lengthscale and noise priors,
+    and ScaML-GP's prior of the residual's scale (issue 32). Noise above both noise floors."""
     import torch
 
     from headstart._gp.exact import MATERN_FORM, neg_log_lik, pad, prior_and_grad
     from headstart._gp.fit_settings import MATERN_COORDS
 
     gp_prior = NAMED[GPOptions().hyperprior]
-    assert RESIDUAL_HYPERPRIOR is gp_prior
+    assert RESIDUAL_HYPERPRIOR.lengthscale == gp_prior.lengthscale
+    assert RESIDUAL_HYPERPRIOR.noise == gp_prior.noise
+    assert RESIDUAL_HYPERPRIOR.outputscale == SCAML_TEST_HYPERPRIOR.outputscale
     net, (X, y) = _net(), _data()
     theta = _theta()
     theta[:4] = 60.0  # every precision e^60: no weight on the basis
@@ -99,7 +101,7 @@ def test_with_the_head_off_the_fit_objective_is_gp_bos():
     nll = neg_log_lik(
         torch.from_numpy(raw)[None, :], pad([X], [y]), torch.from_numpy(IS_CAT), MATERN_FORM
     )
-    prior, _ = prior_and_grad(raw[None, :], gp_prior, MATERN_COORDS)
+    prior, _ = prior_and_grad(raw[None, :], RESIDUAL_HYPERPRIOR, MATERN_COORDS)
     assert value == pytest.approx(float(nll[0]) - float(prior[0]), rel=1e-9)
 
 
@@ -189,6 +191,10 @@ def test_local_fit_is_the_exact_posterior_of_the_block_diagonal_residual_kernel(
     ks = lin(Fs, F) + np.where(in_s, _brute_kernel(exact, Xs, X) - lin(Fs, F), 0)
     mean = ks @ np.linalg.solve(K, y)
     cov = _brute_kernel(exact, Xs, Xs) - ks @ np.linalg.solve(K, ks.T)
+    # the whole data's log evidence under that kernel: the block's given the rest, plus the rest's
+    evidence = scipy.stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+    np.testing.assert_allclose(post.log_evidence, evidence, rtol=1e-9)
+    assert post.log_evidence != pytest.approx(post.mll)
     got_mean, got_var = post.posterior(Xs)
     np.testing.assert_allclose(got_mean, mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(got_var, np.diag(cov), rtol=1e-6, atol=1e-9)

@@ -134,22 +134,28 @@ def test_too_little_or_constant_meta_data_is_refused():
 
 
 @pytest.mark.parametrize(
-    "method, residual",
-    [("abrac", False), ("ablr", False), ("ablr-sgd-fixed", False), ("abrac", True)],
+    "method, options, active",
+    [
+        ("abrac", {"residual": False, "ard": True}, 6),  # the paper's: ARD over min(n, 20)
+        ("ablr", {"residual": False}, 20),
+        ("ablr-sgd-fixed", {"residual": False}, 20),
+        ("abrac", {}, 20),  # the default: one precision for every function, and the residual
+    ],
 )
-def test_neural_methods_run_in_a_study_and_report_their_head(method, residual):
+def test_neural_methods_run_in_a_study_and_report_their_head(method, options, active):
     frames = [
         pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
     ]
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     study = hs.create_study(
-        method, space, storage=None, method=method, transfer_from=frames, seed=0, residual=residual
+        method, space, storage=None, method=method, transfer_from=frames, seed=0, **options
     )
     study.optimize(lambda p: (6 * p["x"] - 2) ** 2 * np.sin(12 * p["x"] - 4), n_trials=6)
     assert study._strategy.n_initial == 3  # the ABRAC paper's 3 random points
     report = study.transfer_report()
     assert set(report.source_fit) == {f"t{i}" for i in range(6)}
-    assert report.head["active_basis"] == (6 if method == "abrac" else 20)
+    assert report.head["active_basis"] == active
+    residual = options.get("residual", True)
     assert "basis functions" in report.summary()
     assert ("residual" in report.head) == residual
     assert ("residual GP" in report.summary()) == residual

@@ -44,13 +44,11 @@ class NeuralOptions(MethodOptions):
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
-    residual_switch: bool = defaults.NEURAL_RESIDUAL_SWITCH
     source_mean: bool = False
     local_points: int | None = defaults.NEURAL_LOCAL_POINTS
 
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
-        check_bool("residual_switch", self.residual_switch)
         check_bool("source_mean", self.source_mean)
         n = self.local_points
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
@@ -65,17 +63,23 @@ class ABRACOptions(NeuralOptions):
 
     Attributes:
         residual, source_mean, local_points: As :class:`NeuralOptions`.
-        active: How many of the ordered basis functions the head uses: ``"n_obs"`` (default,
-            ``min(n, 20)`` after ``n`` observations: our reading, the paper states no rule),
-            ``"all"`` (the paper's "ABRAC fixed") or a fixed integer.
+        ard: One precision per basis function in the head, over the leading ``active`` ones
+            (the paper's ARD head). Off by default: one precision for every basis function, as
+            ABLR's head (beside the residual GP it measured better on every family we ran;
+            ``docs/benchmarks/abrac.md``). The paper's method is ``ard=True, residual=False``.
+        active: With ``ard=True``: how many of the ordered basis functions the head uses:
+            ``"n_obs"`` (default, ``min(n, 20)`` after ``n`` observations: our reading, the
+            paper states no rule), ``"all"`` (the paper's "ABRAC fixed") or a fixed integer.
         truncation: Nested dropout's truncation distribution, ``"uniform"`` or ``"geometric"``.
     """
 
+    ard: bool = defaults.ABRAC_ARD
     active: str | int = defaults.NEURAL_ACTIVE
     truncation: str = defaults.NEURAL_TRUNCATION
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_bool("ard", self.ard)
         count = isinstance(self.active, int) and not isinstance(self.active, bool)
         if not (self.active in ("n_obs", "all") or (count and self.active >= 1)):
             raise InvalidSettingError(
@@ -87,13 +91,13 @@ class ABRACOptions(NeuralOptions):
             )
 
 
-# method -> (how the basis is trained, ARD head)
+# method -> (how the basis is trained, ARD head; ABRAC's is its option ``ard``)
 PRESETS = {"abrac": ("nested", True), "ablr": ("ablr", False), "ablr-sgd-fixed": ("plain", False)}
 
 
 def _settings(name: str, options: MethodOptions) -> dict[str, Any]:
     basis, ard = PRESETS[name]
-    return {"basis": basis, "ard": ard, **options.to_json()}
+    return {"basis": basis, "ard": ard, **options.to_json()}  # ABRACOptions.ard overrides
 
 
 def neural_builder(name: str) -> Callable[[BuildContext], Any]:
@@ -154,7 +158,7 @@ for _name, _options, _description in (
     (
         "abrac",
         ABRACOptions,
-        "ABRAC: nested-dropout neural basis, ARD head of growing size (Horváth et al. 2021)",
+        "ABRAC: nested-dropout neural basis, BLR head and residual GP (Horváth et al. 2021)",
     ),
     (
         "ablr",

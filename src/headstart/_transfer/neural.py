@@ -58,7 +58,6 @@ from headstart._transfer.defaults import (
     NEURAL_LOCAL_POINTS,
     NEURAL_REFIT_GROWTH,
     NEURAL_RESIDUAL,
-    NEURAL_RESIDUAL_SWITCH,
     NEURAL_TRUNCATION,
 )
 from headstart._transfer.features import N_BASIS, FeatureNet, train_features
@@ -198,7 +197,6 @@ class NeuralTransfer:
         truncation: str = NEURAL_TRUNCATION,
         net: FeatureNet | None = None,
         residual: bool = NEURAL_RESIDUAL,
-        residual_switch: bool = NEURAL_RESIDUAL_SWITCH,
         source_mean: bool = False,
         local_points: int | None = NEURAL_LOCAL_POINTS,
     ) -> None:
@@ -215,7 +213,6 @@ class NeuralTransfer:
             )
         )
         self.residual, self.deterministic = bool(residual), bool(deterministic)
-        self.residual_switch = bool(residual_switch)
         if local_points is not None and (isinstance(local_points, bool) or local_points < 1):
             raise ValueError(f"local_points must be >= 1 or None; got {local_points!r}.")
         self.local_points = local_points
@@ -227,8 +224,7 @@ class NeuralTransfer:
         self._n_at_full_fit = 0  # the last fit from every start
         self._n_at_fit = 0  # the last fit (beyond local_points, fits follow refit_due)
         self._head: BLRFit | None = None
-        self._last: Any = None  # the posterior in use
-        self._residual_fit: Any = None  # the last residual model fitted (residual=True)
+        self._last: Any = None
 
     def n_active(self, n: int) -> int:
         """Basis functions the head uses after ``n`` target observations."""
@@ -265,7 +261,7 @@ class NeuralTransfer:
             fit = fit_blr(Phi, y, ard=self.ard, init=self._theta if warm else None, warm_only=large)
         self._theta, self._head = theta_of(fit, self.ard), fit
         if self.residual:
-            self._residual_fit = fit_residual(
+            self._last = fit_residual(
                 self.net,
                 r,
                 train_X,
@@ -281,10 +277,7 @@ class NeuralTransfer:
                 frozen=frozen,
                 incumbent=int(np.argmax(y_model)),  # y is shifted with source_mean
             )
-            self._residual_theta = self._residual_fit.theta
-            self._last = self._residual_fit
-            if self.residual_switch and self._residual_fit.log_evidence < -fit.nll:
-                self._last = NeuralPosterior(self.net, r, fit, Phi, y)  # the head explains more
+            self._residual_theta = self._last.theta
         else:
             self._last = NeuralPosterior(self.net, r, fit, Phi, y)
         if self.source_mean is not None:
@@ -327,14 +320,13 @@ class NeuralTransfer:
                 "ard_precisions": fit.alpha.tolist(),
                 "noise_variance": 1.0 / fit.beta,
             }
-            if self.residual and self._residual_fit is not None:
-                post = self._residual_fit
+            if self.residual:
+                post = self._last
                 out["head"]["residual"] = {
-                    "used": self._last is post,  # residual_switch: False where the head won
                     "outputscale": post.s,
                     "lengthscales": post.lengthscales.tolist(),
                     "noise_variance": post.noise,
-                    "log_evidence": post.log_evidence,  # of the whole data (beside the head's)
+                    "log_evidence": post.log_evidence,  # of the whole data, as the head's
                     "head_log_evidence": -fit.nll,
                     "exact_points": len(post.y),  # the points its correlations are kept among
                 }

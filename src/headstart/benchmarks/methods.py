@@ -414,22 +414,17 @@ def _neural_method(method: str, suffix: str = "", **options: Any) -> Method:
 run_headstart_abrac = _neural_method("abrac")  # the library's defaults (residual=True)
 run_headstart_ablr = _neural_method("ablr")
 # the papers' methods (no residual GP; ABLR-SGD-fixed is the ABRAC paper's ablation)
-run_headstart_abrac_paper = _neural_method("abrac", "-paper", residual=False)
+run_headstart_abrac_paper = _neural_method("abrac", "-paper", residual=False, ard=True)
 run_headstart_ablr_paper = _neural_method("ablr", "-paper", residual=False)
 run_headstart_ablr_sgd_fixed = _neural_method("ablr-sgd-fixed", residual=False)
-# issue 32: a Matérn GP beside the head, spelt out
+# issue 32: a Matérn GP beside the head, spelt out (ABRAC's head: one precision, ard=False)
 run_headstart_abrac_residual = _neural_method("abrac", "-residual", residual=True)
 run_headstart_ablr_residual = _neural_method("ablr", "-residual", residual=True)
-# ... used only where its evidence beats the head's alone (residual_switch=True)
-run_headstart_abrac_residual_switch = _neural_method(
-    "abrac", "-residual-switch", residual=True, residual_switch=True
-)
-run_headstart_ablr_residual_switch = _neural_method(
-    "ablr", "-residual-switch", residual=True, residual_switch=True
-)
-# ... with every basis function active from the start (the paper's "ABRAC fixed")
+# ... with the paper's ARD head (the default before issue 32's second round)
+run_headstart_abrac_residual_ard = _neural_method("abrac", "-residual-ard", residual=True, ard=True)
+# ... with every basis function active from the start (ARD: the paper's "ABRAC fixed")
 run_headstart_abrac_residual_all = _neural_method(
-    "abrac", "-residual-all", residual=True, active="all"
+    "abrac", "-residual-all", residual=True, ard=True, active="all"
 )
 # ... and the head's prior mean at the sources' average head (source_mean=True)
 run_headstart_abrac_residual_mean = _neural_method(
@@ -828,10 +823,9 @@ register_method("headstart-ablr", run_headstart_ablr)
 register_method("headstart-ablr-sgd-fixed", run_headstart_ablr_sgd_fixed)
 register_method("headstart-abrac-paper", run_headstart_abrac_paper)
 register_method("headstart-abrac-residual-all", run_headstart_abrac_residual_all)
+register_method("headstart-abrac-residual-ard", run_headstart_abrac_residual_ard)
 register_method("headstart-ablr-paper", run_headstart_ablr_paper)
 register_method("headstart-abrac-residual", run_headstart_abrac_residual)
-register_method("headstart-abrac-residual-switch", run_headstart_abrac_residual_switch)
-register_method("headstart-ablr-residual-switch", run_headstart_ablr_residual_switch)
 register_method("headstart-ablr-residual", run_headstart_ablr_residual)
 register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_mean)
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
