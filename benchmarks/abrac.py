@@ -42,11 +42,14 @@ from pathlib import Path
 import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-# -paper: the papers' methods (residual=False); -residual: the library's default since issue 32;
-# -residual-all: every basis function active from the start; -residual-mean: also source_mean=True
+# -paper: the papers' methods (residual=False; ABRAC's with its ARD head); -residual: the library's
+# default since issue 32 (ABRAC's head: one precision); -residual-ard: with the paper's ARD head;
+# -residual-all: an ARD head on every basis function from the start; -residual-mean: also
+# source_mean=True
 METHODS = (
     "headstart-abrac-paper,headstart-ablr-paper,headstart-ablr-sgd-fixed,headstart-abrac-residual,"
-    "headstart-ablr-residual,headstart-abrac-residual-all,headstart-abrac-residual-mean,"
+    "headstart-ablr-residual,headstart-abrac-residual-ard,headstart-abrac-residual-all,"
+    "headstart-abrac-residual-mean,"
     "headstart-ablr-residual-mean,"
     "headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
 )

@@ -156,14 +156,37 @@ FINDINGS = """\
    Matérn GP beside the head (`residual=True`, `_transfer/neural_residual.py`), which learns
    what the basis misses from the target's own data; its noise for noise-free objectives is
    pinned at 1e-8 (standardized), as at 1e-6 it could not resolve differences below ~1e-3 sd.
-   Under GP-BO's hyperprior (the residual's prior since issue 32's SVM study; before, ScaML-GP's)
-   it lowers ABRAC's error in these uniform-point fits where the points resolve what the basis
-   misses (quadratic at n = 10: RMSE 0.064 sd against the head's 0.17; Forrester at n = 50:
-   0.0096 against 0.15), not before (Forrester at n = 10: 1.62 against 1.53); in BO, where the
-   points gather near the optimum, it does more (`abrac.md`).
+   Its prior (GP-BO's lengthscales and noise, ScaML-GP's small scale since finding 5) keeps it
+   modest in these uniform-point fits beside the paper's ARD head: quadratic at n = 10 RMSE
+   0.171 sd against the head's 0.172, Forrester at n = 50 0.090 against 0.146 (under GP-BO's
+   scale prior it was 0.064 and 0.0096, and worse in the first BO trials: finding 5); in BO,
+   where the points gather near the optimum, it does more (`abrac.md`: quadratic-loo at trial
+   50, 0.00015 against the paper method's 0.82).
 4. **The head's prior mean is 0**, so after 3 random points the methods know nothing of where
    the sources were good. `source_mean=True` centres the head's prior at the sources' average
    head.
+5. **ABRAC's first suggestions were GP-BO's** (issue 32, second round). After the 3 initial
+   points ABRAC's ARD head has 4 evidence parameters (3 precisions and the noise) for 3 values:
+   in a trace of forrester-loo seeds 0-9 the fit put at least one precision at its bound e^12
+   in 8 seeds and all three in 3. Beside it, the residual GP's scale had GP-BO's prior
+   `Gamma(2, 1)` (mode 1: as large as the whole signal), which 3 points cannot contradict; the
+   fitted scales were 0.1-1.5, so EI followed the residual, as GP-BO's would. Mean regret on
+   the first trials (30 seeds, `abrac.py`'s early part; scratch runs of variants of the
+   previous default, not reproducible from this script):
+
+   | ABRAC variant | Forrester t=4 | t=5 | t=10 | quadratics t=4 | t=5 | t=10 |
+   |---|---:|---:|---:|---:|---:|---:|
+   | ARD head, GP-BO's scale prior (the previous default) | 4.69 | 3.55 | 0.038 | 10.8 | 3.41 | 0.17 |
+   | the same, residual used only where its evidence beats the head's | 3.96 | 2.89 | 0.16 | 15.0 | 2.34 | 0.14 |
+   | ARD head, ScaML-GP's scale prior `LogNormal(-2, 3)` | 4.75 | 3.67 | 0.032 | 11.1 | 2.34 | 0.17 |
+   | one precision, GP-BO's scale prior | 4.76 | 1.98 | 0.0034 | 5.82 | 1.59 | 0.15 |
+   | one precision, ScaML-GP's scale prior (the default now) | 1.84 | 1.19 | 0.029 | 8.91 | 2.13 | 0.22 |
+   | ABLR-SGD-fixed (the ABRAC paper's ablation) | 2.10 | 1.12 | 0.16 | 29.2 | 5.96 | 0.29 |
+
+   Neither change alone moves trial 4 on Forrester; together they do. One precision with
+   GP-BO's prior was lower at trial 10, but as far behind at trial 4 as before. The evidence
+   switch helped the first trials and then kept the head too long (Forrester, 20 seeds:
+   0.079 at trial 15 against 3e-5), so it was dropped.
 """
 
 

@@ -41,7 +41,8 @@ def test_python_blocks_then_cli_lines_run_as_written(tmp_path, monkeypatch):
         "tree-v1",
     }
     deep = namespace["deep"]
-    assert len(deep.trials) == 6 and deep.transfer_report().head["active_basis"] == 6
+    head = deep.transfer_report().head  # ABRAC's default: one precision on all 20, the residual
+    assert len(deep.trials) == 6 and head["active_basis"] == 20 and "residual" in head
     guided = namespace["guided"]
     assert len(guided.trials) == 20 and 0 < guided.prior_weight() < 2.0
     assert guided.trials[0].params["optimizer"] == "adam"  # the design starts at the prior's mode

@@ -17,7 +17,8 @@ are three presets of them):
   ``"ablr"`` (ABLR, Perrone et al., NeurIPS 2018: basis and per-task heads trained jointly by
   the marginal likelihood) or ``"plain"`` (MSE without nested dropout: the ABRAC paper's
   "ABLR-SGD-fixed" ablation).
-* ``ard``: one ARD precision per basis function in the head (ABRAC), else one for all (ABLR).
+* ``ard``: one ARD precision per basis function in the head (the ABRAC paper's), else one for
+  all (ABLR's, and ABRAC's default beside the residual: ``defaults.ABRAC_ARD``).
 * ``active`` (ARD heads on a nested basis): the head uses the **first r** basis functions; ``r``
   grows with the target's data: ``"n_obs"`` (default) is ``r = min(n, d)`` -- the paper never
   states its rule (its "filter F^k" is undefined); its Fig. 1 shows 5 active basis functions
