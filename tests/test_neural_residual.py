@@ -79,7 +79,7 @@ def test_objective_is_the_gp_evidence_plus_the_residual_prior_with_its_gradient(
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
 
 
-def test_with_the_head_off_the_fit_objective_is_gp_bos():
+def test_with_the_head_off_the_fit_objective_is_a_matern_gps_under_the_residual_prior():
     """In the limit alpha -> inf the residual model's MAP objective is a Matérn GP's, computed by
     GP-BO's own code (``headstart._gp.exact``): same kernel, GP-BO's lengthscale and noise priors,
     and ScaML-GP's prior of the residual's scale (issue 32). Noise above both noise floors."""
@@ -171,14 +171,17 @@ def test_the_residual_takes_what_the_basis_cannot_represent():
     assert np.sqrt(np.mean((post.posterior(Xs)[0] - ys) ** 2)) < 0.1
 
 
-def test_local_fit_is_the_exact_posterior_of_the_block_diagonal_residual_kernel():
+@pytest.mark.parametrize("k", [4, 1])  # an ARD head (the paper's ABRAC), one precision (default)
+def test_local_fit_is_the_exact_posterior_of_the_block_diagonal_residual_kernel(k):
     """Beyond ``max_points``, the model keeps the residual's correlations among the points nearest
     the incumbent only: the exact posterior of the kernel whose residual part is block-diagonal
     (the subset one block, every other point its own), built here by brute force."""
     net, (X, y) = _net(), _data(n=12)
-    theta = _theta()
-    head = blr_at(np.concatenate([theta[:4], [-theta[-1]]]), net.features(X), y)
-    post = fit_residual(net, 4, X, y, IS_CAT, head, ard=True, init=theta, frozen=True, max_points=5)
+    theta = _theta(k)
+    head = blr_at(np.concatenate([np.resize(theta[:k], 4), [-theta[-1]]]), net.features(X), y)
+    post = fit_residual(
+        net, 4, X, y, IS_CAT, head, ard=k > 1, init=theta, frozen=True, max_points=5
+    )
     exact = ResidualPosterior(net, 4, X, y, IS_CAT, theta)
     near = nearest_to_incumbent(X, int(np.argmax(y)), IS_CAT, exact.lengthscales, 5)
     assert near[0] == np.argmax(y) and len(post.y) == 5
@@ -208,6 +211,7 @@ def test_local_fit_is_the_exact_posterior_of_the_block_diagonal_residual_kernel(
     )  # fmt: skip
     for a, b in zip(both.posterior(Xs), ref.posterior(Xs), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    assert both.log_evidence == both.mll + post.rest_evidence  # the rest's part carried over
 
 
 def test_local_fit_equals_the_exact_fit_when_the_data_fit_in_the_subset():

@@ -217,6 +217,30 @@ def test_residual_must_be_a_bool_and_is_refused_before_anything_is_stored(tmp_pa
     assert hs.storage.get_storage(url).list_studies() == []
 
 
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"ard": "yes"}, "ard"),
+        ({"active": 5}, "ard=True"),
+        ({"ard": False, "active": "all"}, "ARD"),
+    ],
+)
+def test_abracs_head_options_are_refused_before_anything_is_stored(tmp_path, options, match):
+    """``active`` picks the basis functions of an ARD head: with the default head (one
+    precision, ``ard=False``) it would be ignored, so it is refused with what to pass."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    frames = [
+        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
+    ]
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    with pytest.raises(hs.InvalidSettingError, match=match):
+        hs.create_study("t", space, storage=url, method="abrac", transfer_from=frames, **options)
+    assert hs.storage.get_storage(url).list_studies() == []
+    hs.create_study(  # with the ARD head, active is taken
+        "t", space, storage=url, method="abrac", transfer_from=frames, ard=True, active=5
+    )
+
+
 def test_source_mean_is_the_sources_average_head_and_shifts_the_posterior_by_it(monkeypatch):
     """source_mean=True: the head's prior mean is phi^T w0, w0 the mean of the sources' own head
     means; with identical sources, the posterior after 3 target points predicts the shared

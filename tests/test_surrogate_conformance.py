@@ -79,7 +79,9 @@ def _net(variant: str, categorical: bool):
         return load_or_train(make_tasks(categorical), PRESETS[variant][0], seed=0)
 
 
-def _neural(variant: str, residual: bool = False, source_mean: bool = False):
+def _neural(
+    variant: str, residual: bool = False, source_mean: bool = False, ard: bool | None = None
+):
     from headstart._methods.neural import PRESETS
     from headstart._transfer.neural import NeuralTransfer
 
@@ -87,7 +89,7 @@ def _neural(variant: str, residual: bool = False, source_mean: bool = False):
         tasks,
         is_cat,
         basis=PRESETS[variant][0],
-        ard=PRESETS[variant][1],
+        ard=PRESETS[variant][1] if ard is None else ard,
         net=_net(variant, bool(np.any(is_cat))),
         residual=residual,
         source_mean=source_mean,
@@ -125,6 +127,8 @@ BUILDERS = {
     "ablr": _neural("ablr"),
     "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
     "abrac-residual": _neural("abrac", residual=True),
+    "abrac-ard": _neural("abrac", ard=True),  # the paper's head
+    "abrac-ard-residual": _neural("abrac", residual=True, ard=True),
     "abrac-mean": _neural("abrac", residual=False, source_mean=True),
     "ablr-residual-mean": _neural("ablr", residual=True, source_mean=True),
 }
@@ -150,6 +154,8 @@ FANTASIZING = {
     "ablr",
     "ablr-sgd-fixed",
     "abrac-residual",
+    "abrac-ard",
+    "abrac-ard-residual",
     "abrac-mean",
     "ablr-residual-mean",
 }

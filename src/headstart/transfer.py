@@ -113,7 +113,7 @@ class TransferReport:
                 text += (
                     f" After {self.n_trials} trials the target head uses "
                     f"{self.head['active_basis']} basis functions ({used} with precision < 1e3, "
-                    f"the rest pruned by ARD); noise variance {self.head['noise_variance']:.2g}."
+                    f"the rest pruned); noise variance {self.head['noise_variance']:.2g}."
                 )
                 residual = self.head.get("residual")
                 if residual:

@@ -85,14 +85,23 @@ class ABRACOptions(NeuralOptions):
             raise InvalidSettingError(
                 f"active must be 'n_obs', 'all' or an integer >= 1; got {self.active!r}."
             )
+        if not self.ard and self.active != defaults.NEURAL_ACTIVE:
+            raise InvalidSettingError(
+                f"active={self.active!r} chooses the basis functions of an ARD head; with "
+                "ard=False the head uses all of them. Pass ard=True with it (the paper's head)."
+            )
         if self.truncation not in TRUNCATIONS:
             raise InvalidSettingError(
                 f"truncation must be one of {TRUNCATIONS}; got {self.truncation!r}."
             )
 
 
-# method -> (how the basis is trained, ARD head; ABRAC's is its option ``ard``)
-PRESETS = {"abrac": ("nested", True), "ablr": ("ablr", False), "ablr-sgd-fixed": ("plain", False)}
+# method -> (how the basis is trained, ARD head by default; ABRAC's is its option ``ard``)
+PRESETS = {
+    "abrac": ("nested", defaults.ABRAC_ARD),
+    "ablr": ("ablr", False),
+    "ablr-sgd-fixed": ("plain", False),
+}
 
 
 def _settings(name: str, options: MethodOptions) -> dict[str, Any]:

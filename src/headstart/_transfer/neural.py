@@ -306,7 +306,7 @@ class NeuralTransfer:
                 setattr(self, f"_{key}", count)
 
     def diagnostics(self) -> dict[str, Any]:
-        """Each source's training error, and the head: active basis, ARD precisions, noise."""
+        """Each source's training error, and the head: active basis, precisions, noise."""
         out: dict[str, Any] = {
             "weights": {},
             "source_rmse": dict(

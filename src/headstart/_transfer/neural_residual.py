@@ -34,11 +34,13 @@ objective: that prior says the residual is as large as the whole signal. With 3 
 (the initial design) the data cannot say otherwise, so the residual carried them and the first
 suggestions were GP-BO's: on forrester-loo (30 seeds) the mean regret at trial 5 was 3.5 with it
 and 1.2 with ScaML-GP's prior (and one precision in ABRAC's head, :mod:`.neural`), against 1.1
-for the papers' ABLR-SGD-fixed and 5.3 for GP-BO (``docs/benchmarks/abrac.md``).
+for the papers' ABLR-SGD-fixed and 5.3 for GP-BO (``docs/benchmarks/abrac_diagnosis.md``,
+finding 5; the default's figures are in ``abrac.md``).
 
 The residual's lengthscale prior was ScaML-GP's too (App. C.5: ``ell ~ LogNormal(0.5, 1.5)``),
-made for a residual beside meta-GPs that already carry the shape. On HPO-B's SVM space (5891, leave one data set out, 12 seeds), where the basis trained on the other
-data sets explains little of the held-out one, the head's precisions sat at their bound and
+made for a residual beside meta-GPs that already carry the shape. On HPO-B's SVM space (5891,
+leave one data set out, 12 seeds), where the basis trained on the other data sets explains
+little of the held-out one, the head's precisions sat at their bound and
 that prior let the residual's lengthscales on the one-hot columns fall to 0.14-0.17 (a trace of
 seed 0's fits): every combination of those columns uncorrelated with the others, so seed 0
 spent trials 2-17 on new combinations at the median's value (regret 0.99; GP-BO left it at
@@ -60,7 +62,7 @@ from headstart._engine.numerics import robust_cholesky
 from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, SCAML_TEST_HYPERPRIOR
 from headstart._gp.kernels import matern52_np, matern52_value_np, sq_dist_np
-from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit, neg_log_marginal_likelihood
+from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit
 from headstart._transfer.features import FeatureNet
 from headstart.exceptions import ModelFittingError
 
@@ -104,11 +106,13 @@ class ResidualPosterior:
         sq_diffs: np.ndarray | None = None,
         w_prior: tuple[np.ndarray, np.ndarray] | None = None,
         Phi: np.ndarray | None = None,
+        rest_evidence: float = 0.0,
     ) -> None:
         """``sq_diffs``: :func:`_sq_diffs` of ``X`` with itself as ``n^2 x d``, and ``Phi`` the
         first ``r`` features of ``X``, when the caller has them (the fit does). ``w_prior``: the
         weights' prior ``N(m0, C0)`` in place of ``N(0, A^{-1})`` (:func:`fit_residual` with
-        ``max_points``: what the points outside the exact block say)."""
+        ``max_points``: what the points outside the exact block say), and ``rest_evidence``
+        their log evidence (:func:`rest_weight_prior`)."""
         self.net, self.r, self.is_cat = net, r, np.asarray(is_cat, dtype=bool)
         self.X, self.y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
         self.theta = np.asarray(theta, dtype=np.float64)
@@ -141,8 +145,10 @@ class ResidualPosterior:
             - 0.5 * len(y) * math.log(2 * math.pi)
         )
         """Log marginal likelihood of the standardized targets (given ``w_prior``'s data)."""
-        self.log_evidence = self.mll
-        """The whole data's (:func:`fit_residual` adds the points outside the exact subset)."""
+        self.rest_evidence = float(rest_evidence)
+        self.log_evidence = self.mll + self.rest_evidence
+        """The whole data's: the exact block's given the rest, plus the rest's (with local
+        blocks the hyperparameters are the block's fit, so the rest may be scored poorly)."""
 
     def _features(self, X: np.ndarray) -> np.ndarray:
         return self.net.features(np.atleast_2d(X))[:, : self.r]
@@ -211,8 +217,9 @@ class ResidualPosterior:
         X = np.vstack([self.X, np.atleast_2d(X)])
         y = np.concatenate([self.y, np.asarray(y, dtype=np.float64).reshape(-1)])
         return ResidualPosterior(
-            self.net, self.r, X, y, self.is_cat, self.theta, w_prior=self.w_prior
-        )
+            self.net, self.r, X, y, self.is_cat, self.theta, w_prior=self.w_prior,
+            rest_evidence=self.rest_evidence,
+        )  # fmt: skip
 
 
 def neg_log_posterior(
@@ -278,20 +285,35 @@ def nearest_to_incumbent(
 
 def rest_weight_prior(
     Phi_rest: np.ndarray, y_rest: np.ndarray, theta: np.ndarray, k: int, d: int
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, float]:
     r"""The weights' posterior ``N(m0, C0)`` given the points outside the exact subset, each seen
     as ``y_i = phi_i^T w + e_i`` with ``e_i ~ N(0, s + sigma^2)``: the residual there counted as
-    independent noise of its prior variance (Bishop 2006, Eqs. 3.50-3.51):
+    independent noise of its prior variance (Bishop 2006, Eqs. 3.50-3.51); and those points' log
+    evidence under that model (Eq. 3.86), so that it plus the block's ``mll`` (``log p(y_S |
+    y_R)``) is the whole data's under the block-diagonal kernel. With ``tau = 1 / (s + sigma^2)``,
+    ``P = A + tau Phi_R^T Phi_R`` and ``b = tau Phi_R^T y_R``:
 
-        C0 = (A + Phi_R^T Phi_R / (s + sigma^2))^{-1},    m0 = C0 Phi_R^T y_R / (s + sigma^2)
+        C0 = P^{-1},    m0 = C0 b,
+        log p(y_R) = 1/2 (sum log alpha + n log tau - log|P| - tau y_R^T y_R + b^T P^{-1} b
+                          - n log 2 pi)
     """
-    r = Phi_rest.shape[1]
+    r, n = Phi_rest.shape[1], len(y_rest)
     alpha = np.broadcast_to(np.exp(theta[:k]), (r,))
     tau = 1.0 / (math.exp(theta[k + d]) + math.exp(theta[k + d + 1]))
     P = np.diag(alpha) + tau * (Phi_rest.T @ Phi_rest)
     L = robust_cholesky(torch.from_numpy(P), warn=False).numpy()  # tau ~ 1e8 when noise-free
     C0 = scipy.linalg.cho_solve((L, True), np.eye(r), check_finite=False)
-    return C0 @ (tau * (Phi_rest.T @ y_rest)), 0.5 * (C0 + C0.T)
+    b = tau * (Phi_rest.T @ y_rest)
+    v = scipy.linalg.solve_triangular(L, b, lower=True, check_finite=False)
+    log_evidence = 0.5 * (
+        float(np.log(alpha).sum())
+        + n * math.log(tau)
+        - 2.0 * float(np.log(np.diagonal(L)).sum())
+        - tau * float(y_rest @ y_rest)
+        + float(v @ v)
+        - n * math.log(2 * math.pi)
+    )
+    return C0 @ b, 0.5 * (C0 + C0.T), log_evidence
 
 
 def fit_residual(
@@ -327,7 +349,7 @@ def fit_residual(
     other point -- in the spirit of local-and-global approximations (Snelson & Ghahramani 2007,
     AISTATS), with the global part, the basis, exact. A far evaluated point thus lowers the
     head's uncertainty but not the residual's near itself. The hyperparameters are fitted on the
-    subset alone (``log_evidence`` is then the subset's, given the rest); a suggestion costs
+    subset alone (``mll`` is then the subset's, given the rest); a suggestion costs
     ``O(m^2)`` per candidate instead of ``O(n^2)`` (issue 32: 1.8x GP-BO's time at n = 500
     before)."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
@@ -362,24 +384,14 @@ def fit_residual(
         if not np.isfinite(fs).any():
             xs, fs = np.array(starts[:1]), np.zeros(1)
         theta = xs[int(np.argmin(fs))]
-    w_prior = None if rest is None else rest_weight_prior(Phi_rest, y_rest, theta, k, d)
-    post = ResidualPosterior(net, r, X, y, is_cat, theta, sq_diffs=D2, w_prior=w_prior, Phi=Phi)
+    w_prior, rest_evidence = None, 0.0
     if rest is not None:
-        post.log_evidence += rest_log_evidence(Phi_rest, y_rest, theta, k, d)
-    return post
-
-
-def rest_log_evidence(
-    Phi_rest: np.ndarray, y_rest: np.ndarray, theta: np.ndarray, k: int, d: int
-) -> float:
-    r"""``log p(y_R | theta)`` of the points outside the exact subset under the model that
-    :func:`rest_weight_prior` conditions on (a BLR with noise ``s + sigma^2``; Bishop 2006,
-    Eq. 3.86), so that ``mll + rest_log_evidence`` is the whole data's log evidence under the
-    block-diagonal kernel (``log p(y_R) + log p(y_S | y_R)``)."""
-    r = Phi_rest.shape[1]
-    log_alpha = np.broadcast_to(theta[:k], (r,))
-    log_tau = -math.log(math.exp(theta[k + d]) + math.exp(theta[k + d + 1]))
-    return -neg_log_marginal_likelihood(np.append(log_alpha, log_tau), Phi_rest, y_rest)[0]
+        m0, C0, rest_evidence = rest_weight_prior(Phi_rest, y_rest, theta, k, d)
+        w_prior = (m0, C0)
+    return ResidualPosterior(
+        net, r, X, y, is_cat, theta, sq_diffs=D2, w_prior=w_prior, Phi=Phi,
+        rest_evidence=rest_evidence,
+    )  # fmt: skip
 
 
 __all__ = [
@@ -387,6 +399,5 @@ __all__ = [
     "fit_residual",
     "nearest_to_incumbent",
     "neg_log_posterior",
-    "rest_log_evidence",
     "rest_weight_prior",
 ]
