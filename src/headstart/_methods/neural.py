@@ -65,7 +65,8 @@ class ABRACOptions(NeuralOptions):
         residual, source_mean, local_points: As :class:`NeuralOptions`.
         ard: One precision per basis function in the head, over the leading ``active`` ones
             (the paper's ARD head). Off by default: one precision for every basis function, as
-            ABLR's head (beside the residual GP it measured better on every family we ran;
+            ABLR's head (beside the residual GP it was better in the first trials of the papers'
+            families and even on the FC-Net tables and the SVM space;
             ``docs/benchmarks/abrac.md``). The paper's method is ``ard=True, residual=False``.
         active: With ``ard=True``: how many of the ordered basis functions the head uses:
             ``"n_obs"`` (default, ``min(n, 20)`` after ``n`` observations: our reading, the

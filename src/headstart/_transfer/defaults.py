@@ -35,8 +35,9 @@ NEURAL_RESIDUAL = True
 # ABRAC's head beside the residual (issue 32): one precision for every basis function, as ABLR's,
 # instead of the paper's ARD over the first min(n, 20) (n + 1 evidence parameters from n points:
 # at n = 3 the fit pruned every function and the residual carried the data, GP-BO-like). Chosen
-# on forrester-loo and quadratic-loo, confirmed on the FC-Net tables and the SVM space
-# (docs/benchmarks/abrac.md); True (with residual=False) is the paper's method
+# on forrester-loo and quadratic-loo; on the FC-Net tables and the SVM space, which did not choose
+# it, even with the ARD head (41 of 104 paired runs better, 42 worse; docs/benchmarks/abrac.md);
+# True (with residual=False) is the paper's method
 ABRAC_ARD = False
 # Beyond this many target points (issue 32, speed at n >= 500): the residual's correlations are
 # kept for the points nearest the incumbent only (neural_residual.fit_residual's max_points), and
