@@ -155,6 +155,9 @@ def test_neural_methods_run_in_a_study_and_report_their_head(method, options, ac
     report = study.transfer_report()
     assert set(report.source_fit) == {f"t{i}" for i in range(6)}
     assert report.head["active_basis"] == active
+    ard = options.get("ard", False)  # only the paper's ABRAC has one precision per function
+    assert report.head["ard"] == ard
+    assert ("pruned by ARD" if ard else "one prior precision") in report.summary()
     residual = options.get("residual", True)
     assert "basis functions" in report.summary()
     assert ("residual" in report.head) == residual

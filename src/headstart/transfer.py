@@ -39,7 +39,8 @@ class TransferReport:
         source_fit: Neural methods (ABLR / ABRAC): each source's training error of the shared
             basis (root mean squared, standardized values); ``weights`` is then empty.
         head: Neural methods: the target head -- ``active_basis`` (how many of the ordered basis
-            functions it uses), ``ard_precisions``, ``noise_variance``; with ``residual=True``,
+            functions it uses), ``ard`` (one precision per function, else one for all),
+            ``ard_precisions``, ``noise_variance``; with ``residual=True``,
             ``residual``: the Matérn GP beside it (``outputscale``, ``lengthscales``,
             ``noise_variance``, ``log_evidence`` against the head's ``head_log_evidence``).
         prior: MPHD: parameter -> ``{"prior_mean", "prior_shape", "fitted"}``, the pre-trained
@@ -109,11 +110,15 @@ class TransferReport:
             )
             if self.head:
                 alpha = self.head.get("ard_precisions", [])
-                used = sum(1 for a in alpha if a < 1e3)
+                if self.head.get("ard", True):
+                    used = sum(1 for a in alpha if a < 1e3)
+                    weights = f"{used} with precision < 1e3, the rest pruned by ARD"
+                else:
+                    weights = f"one prior precision, {alpha[0]:.2g}" if alpha else "one precision"
                 text += (
                     f" After {self.n_trials} trials the target head uses "
-                    f"{self.head['active_basis']} basis functions ({used} with precision < 1e3, "
-                    f"the rest pruned); noise variance {self.head['noise_variance']:.2g}."
+                    f"{self.head['active_basis']} basis functions ({weights}); noise variance "
+                    f"{self.head['noise_variance']:.2g}."
                 )
                 residual = self.head.get("residual")
                 if residual:

@@ -318,6 +318,7 @@ class NeuralTransfer:
             out["head"] = {
                 "basis": self.basis,
                 "active_basis": self._last.r,
+                "ard": self.ard,  # one precision per basis function, else one for all
                 "ard_precisions": fit.alpha.tolist(),
                 "noise_variance": 1.0 / fit.beta,
             }
