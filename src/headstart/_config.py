@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,14 @@ from headstart.exceptions import InvalidSettingError
 from headstart.pibo import DEFAULT_CANDIDATE_SHARE, check_candidate_share, check_prior_strength
 
 DIRECTIONS = ("minimize", "maximize")
+
+
+def to_max(values: Sequence[float], directions: Sequence[str]) -> np.ndarray:
+    """Objective values with the minimized ones negated (everything maximized)."""
+    signs = np.array([-1.0 if d == "minimize" else 1.0 for d in directions])
+    return np.asarray(values, dtype=np.float64) * signs
+
+
 # methods that model several objectives / constraints (transfer ones: one model per output, each
 # from the sources' values of that output, headstart.sources._outputs)
 MULTI_OUTPUT_METHODS = ("gp", "random", "scaml", "rgpe")
@@ -317,5 +325,6 @@ __all__ = [
     "DIRECTIONS",
     "WORKER_HEARTBEAT",
     "StudyConfig",
+    "to_max",
     "worker_heartbeat",
 ]

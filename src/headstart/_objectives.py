@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from headstart._config import to_max
 from headstart._trial import check_value
 from headstart.exceptions import (
     ConstraintValueError,
@@ -112,12 +113,6 @@ def check_constraints(
     return tuple(out)
 
 
-def to_max(values: Sequence[float], directions: Sequence[str]) -> np.ndarray:
-    """Objective values with the minimized ones negated (everything maximized)."""
-    signs = np.array([-1.0 if d == "minimize" else 1.0 for d in directions])
-    return np.asarray(values, dtype=np.float64) * signs
-
-
 def pareto_indices(values: np.ndarray) -> np.ndarray:
     """Indices of the rows of ``values`` (``n x k``, maximized) that no other row dominates."""
     from headstart._engine.multi_output import pareto_mask
@@ -177,5 +172,4 @@ __all__ = [
     "check_values",
     "hypervolume",
     "pareto_indices",
-    "to_max",
 ]

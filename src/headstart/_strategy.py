@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from headstart._cached import cached
-from headstart._config import StudyConfig
+from headstart._config import StudyConfig, to_max
 from headstart._engine.threads import limit_threads
 from headstart._meta import ranked_configurations
 from headstart._methods import BuildContext, ReportContext
@@ -333,11 +333,7 @@ class Strategy:
     def _maximized_reference(self) -> np.ndarray | None:
         """The study's ``reference_point`` in the maximize convention of ``values``."""
         ref, directions = self.config.reference_point, self.config.directions
-        if ref is None or directions is None:
-            return None
-        return np.array(
-            [r if d == "maximize" else -r for r, d in zip(ref, directions, strict=True)]
-        )
+        return None if ref is None or directions is None else to_max(ref, directions)
 
     def _save_state(self) -> None:
         if self.cache is None or self.state_key is None or not self._engine.built:

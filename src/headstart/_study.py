@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from headstart._config import StudyConfig, worker_heartbeat
+from headstart._config import StudyConfig, to_max, worker_heartbeat
 from headstart._heartbeat import Heartbeat
 from headstart._objectives import (
     check_constraints,
     check_values,
     hypervolume,
     pareto_indices,
-    to_max,
 )
 from headstart._strategy import build_strategy
 from headstart._trial import (

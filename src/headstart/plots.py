@@ -547,8 +547,8 @@ def default_reference(study: Any) -> list[float]:
         raise NoCompletedTrialsError(
             f"Study {study.name!r} has no completed feasible trial; pass a reference point."
         )
+    from headstart._config import to_max
     from headstart._engine.multi_output import infer_reference
-    from headstart._objectives import to_max
 
     maximized = to_max(np.array([t.values for t in done], dtype=float), study.directions)
     reference = infer_reference(maximized, len(study.directions))  # maximized units
