@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -92,6 +93,25 @@ def test_feature_jacobian_matches_finite_differences():
         step[j] = eps
         numeric = (net.features(X + step) - net.features(X - step)) / (2 * eps)
         np.testing.assert_allclose(J[:, :, j], numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_feature_jacobian_of_a_network_without_hidden_layers_has_a_row_per_point():
+    W, b = np.arange(6.0).reshape(2, 3), np.ones(2)
+    F, J = FeatureNet(((W, b),), "plain").features_and_jacobian(np.zeros((4, 3)))
+    assert F.shape == (4, 2) and J.shape == (4, 2, 3)
+    np.testing.assert_array_equal(J[2], W)
+
+
+def test_tanh_in_place_matches_numpy_and_saturates_without_overflow():
+    from headstart._transfer.features import _tanh
+
+    x = np.concatenate([np.linspace(-800.0, 800.0, 20001), [0.0, 1e-300, 709.9, -745.0]])
+    h = x.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning from exp
+        _tanh(h)
+    np.testing.assert_allclose(h, np.tanh(x), rtol=0, atol=1e-15)
+    assert h.max() == 1.0 and h.min() == -1.0
 
 
 class _Cache(dict):

@@ -72,20 +72,20 @@ class FeatureNet:
             h = h @ W.T
             h += b  # in place (a new array per step costs page faults at 2,048 rows)
             if i < len(self.layers) - 1:
-                np.tanh(h, out=h)
+                _tanh(h)
         return h
 
     def features_and_jacobian(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(F m x d, dF/dX m x d x D)`` by the chain rule through the tanh layers."""
         h = np.asarray(X, dtype=np.float64)
-        J = np.broadcast_to(np.eye(h.shape[1]), (len(h), h.shape[1], h.shape[1]))
+        J = None  # the first layer's Jacobian is its weight matrix, the same for every row
         for i, (W, b) in enumerate(self.layers):
             h = h @ W.T + b
-            J = W @ J  # m x out x D (einsum took 10x longer here)
+            J = W if J is None else W @ J  # m x out x D (einsum took 10x longer here)
             if i < len(self.layers) - 1:
-                h = np.tanh(h)
+                _tanh(h)
                 J = (1.0 - h * h)[:, :, None] * J
-        return h, J
+        return h, (J if J.ndim == 3 else np.broadcast_to(J, (len(h), *J.shape)))
 
     def to_json(self) -> dict:
         body = {
@@ -111,6 +111,20 @@ class FeatureNet:
             for W, b in body["layers"]
         )
         return cls(layers, body["mode"], tuple(body.get("source_rmse", ())))
+
+
+def _tanh(h: np.ndarray) -> None:
+    """``h <- tanh(h)`` in place, as ``1 - 2 / (exp(2 h) + 1)``: within 1e-15 of ``np.tanh``
+    (absolute; exact limits +-1 where ``exp`` overflows or underflows) at less than half its
+    cost on the machines measured (13 ns an element, ``exp`` 5 ns), which was most of
+    screening 2,048 points through the basis (issue 32, item 4). Inputs above 20 are capped
+    there (``tanh(20)`` is 1 in float64), so ``exp`` never overflows."""
+    np.minimum(h, 20.0, out=h)
+    np.multiply(h, 2.0, out=h)
+    np.exp(h, out=h)
+    h += 1.0
+    np.divide(-2.0, h, out=h)
+    h += 1.0
 
 
 def _digest(body) -> str:
