@@ -187,6 +187,23 @@ FINDINGS = """\
    GP-BO's prior was lower at trial 10, but as far behind at trial 4 as before. The evidence
    switch helped the first trials and then kept the head too long (Forrester, 20 seeds:
    0.079 at trial 15 against 3e-5), so it was dropped.
+6. **Where a suggestion's time goes at n = 500** (issue 32, item 4; stop 54). ABRAC's default
+   ask on quadratic-loo at n = 500 took 44 ms (median of 50): L-BFGS-B about 17 ms (10 starts,
+   about 33 batched evaluations each, every one a dozen small numpy calls), screening 2,048
+   points about 9 ms (most of it tanh, 13 ns an element on this machine), conditioning about
+   3 ms, and the storage about 5 ms (reserving the trial, the uniqueness-checked write, reading
+   it back). Three changes that keep the search's steps took it to 37.5 ms: `L^{-1}` once per
+   conditioning instead of two triangular solves per evaluation (as accurate against an
+   extended-precision reference), tanh through `exp`, and SciPy's repeated-point check as
+   bytes. The regret on both families was unchanged to rounding; `abrac.md`'s ratio to GP-BO at
+   n = 500 went from 0.15 to 0.13. Fewer screening points were measured and not taken
+   (`abrac_screening/`, scratch runs with the class attribute patched): 1,024 (ScaML-GP's
+   number) and 512 took 20% and 26% off an ask and left the families' regret as it was
+   (quadratic-loo at trial 50: 1.8e-4 and 2.5e-4 against 1.5e-4), but with 1,024 the FC-Net
+   tables were worse in 10 of 40 paired runs at trial 25 and better in 5 (mean 0.0019 against
+   0.0016), and the SVM study at trial 10 0.26 against 0.22 (trial 25: 0.10 against 0.11): the
+   tasks where ABRAC already trails GP-BO's rank. At 0.1x GP-BO (about 24 ms here) the search
+   would have about 16 ms after storage and conditioning: about half its evaluations.
 """
 
 
