@@ -42,8 +42,9 @@ def _tasks(rng, M=3, n=7, shift=0.0):
     return tasks
 
 
-def _joint_posterior(meta, tasks, params, X_t, y_t, Xs, ybar, s):
-    """Condition the Lemma 1 joint kernel on ALL data (meta and test), in raw units."""
+def _joint_posterior(meta, tasks, params, X_t, y_t, Xs, ybar, s, offset_sd=0.0):
+    """Condition the Lemma 1 joint kernel on ALL data (meta and test), in raw units; the
+    target's own part gains a constant offset ``c ~ N(0, (offset_sd s)^2)`` when asked."""
     P = meta.params
     blocks_X = [t.X for t in tasks]
     sizes = [len(x) for x in blocks_X]
@@ -68,7 +69,7 @@ def _joint_posterior(meta, tasks, params, X_t, y_t, Xs, ybar, s):
     tl = slice(sum(sizes), N)
 
     def k_test(A, B):
-        out = s**2 * _se(A, B, ell_t, params.outputscale)
+        out = s**2 * (_se(A, B, ell_t, params.outputscale) + offset_sd**2)
         for m in range(len(blocks_X)):
             ell_m = P.inv_sq_lengthscales[m] ** -0.5
             out += w[m] ** 2 * meta.y_std[m] ** 2 * _se(A, B, ell_m, P.outputscale[m])
@@ -298,6 +299,88 @@ def test_fantasize_equals_conditioning_on_the_extended_data(setup):
     np.testing.assert_allclose(
         prior.fantasize(X_t, z).posterior(Xs)[0], direct.posterior(Xs)[0], atol=1e-10
     )
+
+
+def test_a_target_offset_equals_conditioning_the_joint_kernel_with_a_constant_term(setup):
+    """target_offset: f_t = sum w_m f_m + g + c with c ~ N(0, sd^2) (normalized units) is
+    Theorem 1 on the joint kernel with the constant added to the target's own part: posterior,
+    joint posterior, gradients and the fit objective (against the joint Gaussian)."""
+    tasks, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    sd = 0.8
+    post = ScaMLPosterior(
+        meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0,
+        offset_variance=sd**2,
+    )  # fmt: skip
+    Xs = np.random.default_rng(1).random((6, D))
+    mu_ref, cov_ref, (C, mean, y_all, tl) = _joint_posterior(
+        meta, tasks, params, X_t, y_t, Xs, ybar, s, offset_sd=sd
+    )
+    mu, var = post.posterior(Xs)
+    np.testing.assert_allclose(mu, mu_ref, atol=1e-9)
+    np.testing.assert_allclose(var, np.diag(cov_ref), atol=1e-9)
+    mu_j, cov_j = post.joint_posterior(Xs)
+    np.testing.assert_allclose(mu_j, mu_ref, atol=1e-9)
+    np.testing.assert_allclose(cov_j, cov_ref, atol=1e-9)
+    plain_mu, _ = ScaMLPosterior(
+        meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0
+    ).posterior(Xs)
+    assert np.abs(plain_mu - mu).max() > 1e-3  # the offset changes the prediction
+    # gradients in x: the constant has none
+    mu_g, var_g, dmu, dvar = post.posterior_and_grad(Xs)
+    np.testing.assert_allclose(mu_g, mu, atol=1e-12)
+    np.testing.assert_allclose(var_g, var, atol=1e-12)
+    h = 1e-6
+    for j in range(D):
+        E = np.zeros_like(Xs)
+        E[:, j] = h
+        (mp, vp), (mm, vm) = post.posterior(Xs + E), post.posterior(Xs - E)
+        np.testing.assert_allclose(dmu[:, j], (mp - mm) / (2 * h), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-6)
+    # the fit objective: -log p(z_t | meta data) of the joint Gaussian, plus the same prior terms
+    U, S = meta.mean(X_t), meta.cov(X_t, X_t)
+    z = (y_t - ybar) / s
+    args = (U, S, X_t, z, np.zeros(D, bool), ybar, s)
+    raw = torch.from_numpy(params.to_raw()[None, :])
+    with_offset = float(_TestObjective(*args, offset_variance=sd**2)(raw)[0])
+    without = float(_TestObjective(*args)(raw)[0])
+    meta_idx = np.arange(tl.start)
+    Ctm = C[tl][:, meta_idx]
+    solve = np.linalg.solve(C[np.ix_(meta_idx, meta_idx)], np.column_stack([
+        y_all[meta_idx] - mean[meta_idx], Ctm.T
+    ]))  # fmt: skip
+    cond_mean, cond_cov = mean[tl] + Ctm @ solve[:, 0], C[tl, tl] - Ctm @ solve[:, 1:]
+    _, _, (C0, _, _, _) = _joint_posterior(meta, tasks, params, X_t, y_t, X_t, ybar, s)
+    cond_cov0 = C0[tl, tl] - C0[tl][:, meta_idx] @ np.linalg.solve(
+        C0[np.ix_(meta_idx, meta_idx)], C0[tl][:, meta_idx].T
+    )
+
+    def nll(cov):
+        r = y_t - cond_mean
+        return 0.5 * r @ np.linalg.solve(cov, r) + 0.5 * np.linalg.slogdet(cov)[1]
+
+    assert with_offset - without == pytest.approx(nll(cond_cov) - nll(cond_cov0), abs=1e-8)
+    # and its closed-form gradient equals autograd's
+    obj = _TestObjective(*args, offset_variance=sd**2)
+    raw_t = raw.clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(obj(raw_t).sum(), raw_t)
+    value, grad = obj.value_and_grad(raw)
+    assert float(value[0]) == pytest.approx(with_offset, rel=1e-10)
+    np.testing.assert_allclose(grad.numpy(), auto.numpy(), rtol=1e-7, atol=1e-8)
+
+
+def test_target_offset_is_a_scaml_option_off_by_default(setup):
+    from headstart._methods.transfer import ScaMLOptions
+    from headstart.exceptions import InvalidSettingError
+
+    assert ScaMLOptions().target_offset == 0.0
+    with pytest.raises(InvalidSettingError, match="target_offset"):
+        ScaMLOptions(target_offset=-1.0)
+    tasks, meta, X_t, y_t, *_ = setup
+    model = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset=0.5)
+    posterior, _ = model.condition(X_t, y_t, np.random.default_rng(0))
+    assert posterior.offset_variance == 0.25
+    assert posterior.fantasize(X_t[:1], np.zeros(1)).offset_variance == 0.25
 
 
 def _restart_calls(model, monkeypatch, n_max):

@@ -48,6 +48,10 @@ class ScaMLOptions(MethodOptions):
             odds against the target-only GP).
         handover_mode: ``"switch"`` (the better-explaining model alone) or ``"average"`` (both,
             weighted by their posterior probabilities; :mod:`headstart._transfer.averaging`).
+        target_offset: Prior standard deviation of a constant offset between the target and
+            its sources (normalized units; 0: none, the paper's model). With it, observations
+            that sit above or below the sources everywhere move the prediction everywhere,
+            not only near themselves (e.g. training times on a larger data set).
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -58,6 +62,7 @@ class ScaMLOptions(MethodOptions):
     handover: bool = defaults.SCAML_HANDOVER
     handover_margin: float = defaults.SCAML_HANDOVER_MARGIN
     handover_mode: str = defaults.SCAML_HANDOVER_MODE
+    target_offset: float = defaults.SCAML_TARGET_OFFSET
 
     def __post_init__(self) -> None:
         check_number("fit_factr", self.fit_factr, low=0.0, above=True)
@@ -66,6 +71,7 @@ class ScaMLOptions(MethodOptions):
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
         check_number("handover_margin", self.handover_margin, low=0.0)
+        check_number("target_offset", self.target_offset, low=0.0)
         check_bool("handover", self.handover)
         if self.handover_mode not in HANDOVER_MODES:
             raise InvalidSettingError(

@@ -19,6 +19,9 @@ SCAML_HANDOVER = False
 SCAML_HANDOVER_MARGIN = 0.0  # nats by which the target-only GP's log evidence must win
 SCAML_HANDOVER_MODES = ("switch", "average")  # one model by its evidence, or both weighted by it
 SCAML_HANDOVER_MODE = "switch"
+# A constant target-vs-sources offset ~ N(0, sd^2) in ScaML-GP's normalized units (ScaML's
+# target_offset); 0: the paper's model, which has none
+SCAML_TARGET_OFFSET = 0.0
 SCAML_SCREENING_POINTS = 1024  # acquisition screening: the reference code's raw_samples (App. C)
 
 # --- RGPE (headstart._transfer.rgpe) ---------------------------------------------------------------

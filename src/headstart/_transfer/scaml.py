@@ -178,6 +178,9 @@ class ScaMLPosterior:
             the prediction (the reference implementation's speed-up; 0 keeps every task).
         screening_points: Sobol points the acquisition search screens (each point costs
             ~``M_active N_m (2 N_m + N_t)`` flops: as many as the reference code screens).
+        offset_variance: ``c^2``, the prior variance of a constant offset between the target
+            and the weighted sources, ``c ~ N(0, c^2)`` in normalized units: ``k_t`` gains the
+            constant ``c^2`` (integrating the offset out; 0 is the paper's model).
     """
 
     includes_noise = False
@@ -195,6 +198,7 @@ class ScaMLPosterior:
         task_sd: np.ndarray | None = None,
         prune_threshold: float = PRUNE_THRESHOLD,
         screening_points: int = SCREENING_POINTS,
+        offset_variance: float = 0.0,
     ) -> None:
         self.meta = meta
         self.is_cat = np.asarray(meta.is_cat, dtype=bool)
@@ -203,10 +207,12 @@ class ScaMLPosterior:
         self.params = params
         self.ybar, self.scale = float(ybar), float(scale)
         self.screening_points = int(screening_points)
+        self.offset_variance = float(offset_variance)
         self._settings = {
             "task_sd": task_sd,
             "prune_threshold": prune_threshold,
             "screening_points": self.screening_points,
+            "offset_variance": self.offset_variance,
         }
         w = np.asarray(params.weights, dtype=np.float64)
         if prune_threshold > 0.0 and len(w) and task_sd is not None:
@@ -214,7 +220,9 @@ class ScaMLPosterior:
             share = w * sd * len(w) / max(float((w * sd).sum()), 1e-300)
             w = np.where(share >= prune_threshold, w, 0.0)
         self.active_weights = w
-        self.residual_scale = float(params.outputscale)  # s_t of the residual kernel k_t
+        # s_t of the residual kernel k_t, plus the offset's constant c^2 (the prior variance
+        # wherever k_t(x, x) enters; the gradients in x see only the SE part)
+        self.residual_scale = float(params.outputscale) + self.offset_variance
         # The protocol's prior variance scale of f: the residual's plus the weighted meta GPs'
         # (each s_m y_std_m^2 in raw units), in the normalized units of this posterior.
         meta_scales = meta.params.outputscale * meta.y_std**2 / self.scale**2
@@ -225,9 +233,7 @@ class ScaMLPosterior:
         n = len(self.z_t)
         if n:
             mean_X, _, cross_X = self._meta(self.X_t)
-            K = cross_X / scale**2 + se_np(
-                self.X_t, self.X_t, self.is_cat, params.lengthscales, params.outputscale
-            )
+            K = cross_X / scale**2 + self._test_kernel(self.X_t)
             K[np.diag_indices(n)] += params.noise
             self.L = robust_cholesky(torch.from_numpy(K)).numpy()
             resid = self.z_t - (mean_X - self.ybar) / self.scale
@@ -255,8 +261,11 @@ class ScaMLPosterior:
         )
 
     # -- prior pieces ---------------------------------------------------------------------------
-    def _test_kernel(self, X: np.ndarray) -> np.ndarray:
-        return se_np(X, self.X_t, self.is_cat, self.params.lengthscales, self.residual_scale)
+    def _test_kernel(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+        """``k_t(X, Z)`` (``Z`` the test inputs by default): SE plus the offset's constant."""
+        Z = self.X_t if Z is None else Z
+        se = se_np(X, Z, self.is_cat, self.params.lengthscales, self.params.outputscale)
+        return se + self.offset_variance
 
     def prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Theorem 1 prior mean and variance at ``X`` (normalized units), before test data."""
@@ -310,10 +319,11 @@ class ScaMLPosterior:
                 return np.stack([alpha, beta_chunk], axis=1) / s2  # c x 2 x n
 
             mean, var, cross, dmean, dvar, dproj = self._meta(X, grad=True, contract=weights)
-            kt, (kx, beta) = self._test_kernel(X), self._solve(X, cross)
+            kx, beta = self._solve(X, cross)
+            kt = se_np(X, self.X_t, self.is_cat, self.params.lengthscales, self.params.outputscale)
             diff = X[:, None, :] - self.X_t[None, :, :]  # m x n x d
             num = np.where(self.is_cat, 0.0, self._inv_sq_ell)
-            dkt = -kt[:, :, None] * diff * num  # d k_t(x, X_t) / dx
+            dkt = -kt[:, :, None] * diff * num  # d k_t(x, X_t) / dx (the constant has none)
             mu = (mean - self.ybar) / self.scale + kx @ self.alpha
             dmu = dmean / self.scale + dproj[:, 0] + np.einsum("mnd,n->md", dkt, self.alpha)
             v = var / s2 + self.residual_scale - (kx * beta).sum(1)
@@ -328,9 +338,7 @@ class ScaMLPosterior:
         w = self.active_weights
         mean, _, cov_meta = self.meta.weighted(w, w * w, X)(X)
         prior_mean = (mean - self.ybar) / self.scale
-        cov = cov_meta / self.scale**2 + se_np(
-            X, X, self.is_cat, self.params.lengthscales, self.residual_scale
-        )
+        cov = cov_meta / self.scale**2 + self._test_kernel(X, X)
         if not len(self.z_t):
             return prior_mean, cov
         _, _, cross = self._meta(X)
@@ -365,10 +373,12 @@ class _TestObjective:
         ybar: float,
         scale: float,
         prior: HyperPrior = SCAML_TEST_HYPERPRIOR,
+        offset_variance: float = 0.0,
     ) -> None:
         n, d = X_t.shape
         self.d = d
         self.prior = prior
+        self.offset_variance = float(offset_variance)  # c^2: a constant added to A
         self.U = torch.from_numpy((U - ybar) / scale)  # M x n, the meta means normalized
         # (w @ U - ybar) / s = w @ ((U - ybar) / s) + ybar (sum w - 1) / s
         self.offset = ybar / scale
@@ -390,7 +400,7 @@ class _TestObjective:
         r2 = self.sq @ torch.exp(-2.0 * log_ell).T  # n x n x b
         K = torch.exp(log_s)[:, None, None] * torch.exp(-0.5 * r2.permute(2, 0, 1))
         K = K + torch.einsum("bm,mij->bij", w * w, self.S)
-        K = K + torch.exp(log_noise)[:, None, None] * self.eye
+        K = K + torch.exp(log_noise)[:, None, None] * self.eye + self.offset_variance
         L = robust_cholesky(K)
         resid = (self.z - mean).unsqueeze(-1)
         a = torch.linalg.solve_triangular(L, resid, upper=False).squeeze(-1)
@@ -430,7 +440,7 @@ class _TestObjective:
         # every contraction below is one matmul on flattened n x n matrices
         Kf = torch.exp(log_s[:, None, None] - 0.5 * (inv_sq_ell @ self.sq_flat.T).view(b, n, n))
         noise = torch.exp(log_noise)
-        K = Kf + ((w * w) @ self.S_flat).view(b, n, n)
+        K = Kf + ((w * w) @ self.S_flat).view(b, n, n) + self.offset_variance
         K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1))
         L = robust_cholesky(K)
         resid = self.z - (w @ self.U + self.offset * (w.sum(-1, keepdim=True) - 1.0))  # b x n
@@ -490,6 +500,7 @@ def fit_test_params(
     deterministic: bool = False,
     meta_at_train: tuple[np.ndarray, np.ndarray] | None = None,
     factr: float = FIT_FACTR,
+    offset_variance: float = 0.0,
 ) -> tuple[ScaMLParams, float, float, float]:
     r"""MAP of ``theta_t`` ([ScaML] Eq. 9) given the fitted meta GPs.
 
@@ -505,6 +516,7 @@ def fit_test_params(
             :data:`~headstart._gp.fit_settings.DETERMINISTIC_NOISE`.
         meta_at_train: Cached ``(mu_m(X_t), Sigma_m(X_t, X_t))`` (``M x n``, ``M x n x n``).
         factr: L-BFGS-B's relative-decrease tolerance (:data:`FIT_FACTR`).
+        offset_variance: ``c^2`` of :class:`ScaMLPosterior`.
 
     Returns:
         ``(params, objective, ybar, scale)``: the fit, its MAP objective and the pooled
@@ -527,7 +539,10 @@ def fit_test_params(
             # without prior restarts, only the previous fit itself (a quick, local refit)
             warm = [*warm, previous] if n_prior_starts else [previous]
     U, S = meta_at_train if meta_at_train is not None else (meta.mean(X_t), meta.cov(X_t, X_t))
-    objective = _TestObjective(U, S, X_t, (y_t - ybar) / scale, meta.is_cat, ybar, scale)
+    objective = _TestObjective(
+        U, S, X_t, (y_t - ybar) / scale, meta.is_cat, ybar, scale,
+        offset_variance=offset_variance,
+    )  # fmt: skip
     bounds = _bounds(d, M, deterministic)
     warm_raw = np.clip(np.stack([p.to_raw() for p in warm]), bounds[:, 0], bounds[:, 1])
     x0 = np.concatenate([warm_raw, prior_starts(n_prior_starts, d, M, rng, bounds)])
@@ -575,6 +590,11 @@ class ScaML(TransferSurrogate):
             ``"average"`` from both, weighted by their posterior probabilities
             (:mod:`headstart._transfer.averaging`): the sources keep part of their pull while
             the evidence is close, and lose it as the target contradicts them.
+        target_offset: The prior standard deviation of a constant offset between the target
+            and the weighted sources, in the pooled normalized units (``offset_variance`` of
+            :class:`ScaMLPosterior` is its square): the sources then predict the target's
+            shape wherever it has no observations, not also its level. 0 is the paper's model,
+            where the zero-mean ``k_t`` can only shift the prediction near the observations.
     """
 
     def __init__(
@@ -593,6 +613,7 @@ class ScaML(TransferSurrogate):
         handover: bool = HANDOVER,
         handover_margin: float = HANDOVER_MARGIN,
         handover_mode: str = HANDOVER_MODE,
+        target_offset: float = 0.0,
     ) -> None:
         if handover_mode not in HANDOVER_MODES:
             raise ValueError(
@@ -609,6 +630,7 @@ class ScaML(TransferSurrogate):
         self.restart_growth = max(float(restart_growth), 0.0)
         self.fit_factr = float(fit_factr)
         self.screening_points = int(screening_points)
+        self.offset_variance = float(target_offset) ** 2
         self._n_at_restart = -(10**9)
         self.is_cat = np.asarray(is_cat, dtype=bool)
         self.meta = meta if meta is not None else fit_meta_gps(meta_tasks, self.is_cat, seed=seed)
@@ -663,6 +685,7 @@ class ScaML(TransferSurrogate):
             deterministic=self.deterministic,
             meta_at_train=cached,
             factr=self.fit_factr,
+            offset_variance=self.offset_variance,
         )
         self.params, self.ybar, self.scale = params, ybar, scale
         self._last_X, self._last_y = X_t, y_t
@@ -677,6 +700,7 @@ class ScaML(TransferSurrogate):
             task_sd=np.sqrt(self.moments.var),
             prune_threshold=self.prune_threshold,
             screening_points=self.screening_points,
+            offset_variance=self.offset_variance,
         )
         self.handed_over, self.target_gp_weight = False, 0.0
         if self.handover and n >= HANDOVER_MIN_TRIALS:
@@ -754,7 +778,9 @@ class ScaML(TransferSurrogate):
             return np.full(M, np.nan)
         U, S = self._meta_at(X_t)
         z = (y_t - self.ybar) / self.scale
-        objective = _TestObjective(U, S, X_t, z, self.is_cat, self.ybar, self.scale)
+        objective = _TestObjective(
+            U, S, X_t, z, self.is_cat, self.ybar, self.scale, offset_variance=self.offset_variance
+        )
         raw = torch.from_numpy(params.to_raw())
         free = np.ones(len(raw), dtype=bool)
         free[d + 1] = not self.deterministic  # a pinned noise is not a parameter

@@ -905,6 +905,11 @@ register_method(
     description="headstart ScaML-GP averaged with the target-only GP by evidence (issue 31)",
 )
 register_method(
+    "headstart-scaml-offset",
+    TransferVariant("scaml", (("target_offset", 1.0),)),
+    description="headstart ScaML-GP at its defaults with target_offset=1 (issue 34's FC-Net trade-off)",
+)
+register_method(
     "headstart-scaml-lcbwinner",
     TransferVariant("scaml", (("first_trial", "lcb-winner"),)),
     description="headstart ScaML-GP, mu - sigma first, then the best-rated source winner (issue 31)",
