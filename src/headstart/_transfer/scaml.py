@@ -10,7 +10,9 @@ prior of Theorem 1, built from the fitted meta-task GPs (:mod:`headstart._transf
     k(x, x') = k_t(x, x') + sum_m w_m^2 Sigma_m(x, x')
 
 with ``mu_m`` and ``Sigma_m`` meta-task ``m``'s posterior mean and covariance, ``w_m >= 0`` the
-task weights and ``k_t`` a squared-exponential ARD residual kernel. The test posterior is
+task weights and ``k_t`` a squared-exponential ARD residual kernel (``ScaML(target_offset=c)``
+adds the constant ``c^2`` to ``k_t``: an offset ``delta ~ N(0, c^2)`` between the target and
+the weighted sources, integrated out; an extension, not the paper's). The test posterior is
 standard GP conditioning on this prior ([ScaML] Eq. 7; the paper's Eq. 1 writes ``m(x)`` where
 ``m(X_t)`` is meant):
 
@@ -178,9 +180,9 @@ class ScaMLPosterior:
             the prediction (the reference implementation's speed-up; 0 keeps every task).
         screening_points: Sobol points the acquisition search screens (each point costs
             ~``M_active N_m (2 N_m + N_t)`` flops: as many as the reference code screens).
-        offset_variance: ``c^2``, the prior variance of a constant offset between the target
-            and the weighted sources, ``c ~ N(0, c^2)`` in normalized units: ``k_t`` gains the
-            constant ``c^2`` (integrating the offset out; 0 is the paper's model).
+        offset_variance: ``c^2``: a constant offset ``delta ~ N(0, c^2)`` (normalized units)
+            between the target and the weighted sources, integrated out, so ``k_t`` gains the
+            constant ``c^2`` (0: the paper's model, without the offset).
     """
 
     includes_noise = False
