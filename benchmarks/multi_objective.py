@@ -83,9 +83,9 @@ PROBLEMS = (
     "FCNet-naval",
     "FCNet-parkinsons",
 )
-#: run on request (--methods), reported, never ranked: the single-objective initial design, and
+#: run on request (--methods), reported, never ranked: the single-objective initial design,
 #: headstart told the problem's reference point (``reference_point=``: information the peers
-#: without such an option do not get)
+#: without such an option do not get), and the transfer arm with ScaML-GP's target_offset
 ABLATIONS = ("headstart-init2d1", "headstart-ref", "headstart-transfer-offset")
 #: Left out of the mean ranks: an earlier run's data (transfer), or not run on every problem
 #: and seed (the BoTorch loop, the ablations).

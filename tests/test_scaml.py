@@ -374,13 +374,44 @@ def test_target_offset_is_a_scaml_option_off_by_default(setup):
     from headstart.exceptions import InvalidSettingError
 
     assert ScaMLOptions().target_offset == 0.0
-    with pytest.raises(InvalidSettingError, match="target_offset"):
-        ScaMLOptions(target_offset=-1.0)
+    for bad in (-1.0, 1e3):
+        with pytest.raises(InvalidSettingError, match="target_offset"):
+            ScaMLOptions(target_offset=bad)
     tasks, meta, X_t, y_t, *_ = setup
+    with pytest.raises(ValueError, match="target_offset"):
+        ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset=-0.5)
     model = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset=0.5)
     posterior, _ = model.condition(X_t, y_t, np.random.default_rng(0))
     assert posterior.offset_variance == 0.25
     assert posterior.fantasize(X_t[:1], np.zeros(1)).offset_variance == 0.25
+    # the fit maximized the offset model's evidence: its posterior's mll (at the fitted
+    # parameters) is the objective's likelihood part with the offset, not without it
+    U, S = meta.mean(X_t), meta.cov(X_t, X_t)
+    z = (y_t - model.ybar) / model.scale
+    args = (U, S, X_t, z, np.zeros(D, bool), model.ybar, model.scale)
+    raw = torch.from_numpy(model.params.to_raw()[None, :])
+    prior_part = (
+        float(_TestObjective(*args)(raw)[0])
+        + ScaMLPosterior(
+            meta, X_t, z, model.params, model.ybar, model.scale, prune_threshold=0.0
+        ).mll
+    )  # -log prior, from the model without the offset
+    with_offset = float(_TestObjective(*args, offset_variance=0.25)(raw)[0])
+    assert -posterior.mll == pytest.approx(with_offset - prior_part, rel=1e-9)
+
+
+def test_target_offset_goes_through_create_study(setup):
+    import headstart as hs
+
+    tasks, *_ = setup
+    space = hs.SearchSpace({"x0": hs.Float(0.0, 1.0), "x1": hs.Float(0.0, 1.0)})
+    study = hs.create_study(
+        "offset", space, storage=None, method="scaml", transfer_from=tasks, target_offset=0.5
+    )
+    for _ in range(3):
+        trial = study.ask()
+        study.tell(trial, float(np.sin(3 * trial.params["x0"]) + trial.params["x1"]))
+    assert study._strategy._engine.surrogate.offset_variance == 0.25
 
 
 def _restart_calls(model, monkeypatch, n_max):

@@ -120,6 +120,7 @@ BUILDERS = {
     "scaml-average": lambda d, is_cat, tasks: ScaML(
         tasks, is_cat, handover=True, handover_mode="average"
     ),
+    "scaml-offset": lambda d, is_cat, tasks: ScaML(tasks, is_cat, target_offset=1.0),
     "rgpe": lambda d, is_cat, tasks: RGPE(tasks, is_cat),
     "stackgp": lambda d, is_cat, tasks: StackGP(tasks, is_cat),
     "mtgp": lambda d, is_cat, tasks: MultiTaskGPSurrogate(tasks, is_cat),
@@ -138,6 +139,7 @@ CATEGORICAL = (
     "mphd",
     "scaml",
     "scaml-average",
+    "scaml-offset",
     "rgpe",
     "stackgp",
     "abrac",
@@ -150,6 +152,7 @@ FANTASIZING = {
     "mphd",
     "scaml",
     "scaml-average",
+    "scaml-offset",
     "abrac",
     "ablr",
     "ablr-sgd-fixed",

@@ -25,6 +25,7 @@ from headstart._methods.registry import (
 )
 from headstart._transfer import defaults
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
+from headstart._transfer.defaults import SCAML_MAX_TARGET_OFFSET as MAX_TARGET_OFFSET
 from headstart.exceptions import InvalidSettingError
 
 
@@ -49,9 +50,10 @@ class ScaMLOptions(MethodOptions):
         handover_mode: ``"switch"`` (the better-explaining model alone) or ``"average"`` (both,
             weighted by their posterior probabilities; :mod:`headstart._transfer.averaging`).
         target_offset: Prior standard deviation of a constant offset between the target and
-            its sources (normalized units; 0: none, the paper's model). With it, observations
-            that sit above or below the sources everywhere move the prediction everywhere,
-            not only near themselves (e.g. training times on a larger data set).
+            its sources (normalized units; 0: none, the paper's model; at most 100, beyond
+            which it acts as a flat prior). With it, observations that sit above or below the
+            sources everywhere move the prediction everywhere, not only near themselves (e.g.
+            training times on a larger data set).
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -71,7 +73,7 @@ class ScaMLOptions(MethodOptions):
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
         check_number("handover_margin", self.handover_margin, low=0.0)
-        check_number("target_offset", self.target_offset, low=0.0)
+        check_number("target_offset", self.target_offset, low=0.0, high=MAX_TARGET_OFFSET)
         check_bool("handover", self.handover)
         if self.handover_mode not in HANDOVER_MODES:
             raise InvalidSettingError(

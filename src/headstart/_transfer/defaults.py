@@ -22,6 +22,7 @@ SCAML_HANDOVER_MODE = "switch"
 # A constant target-vs-sources offset ~ N(0, sd^2) in ScaML-GP's normalized units (ScaML's
 # target_offset); 0: the paper's model, which has none
 SCAML_TARGET_OFFSET = 0.0
+SCAML_MAX_TARGET_OFFSET = 100.0  # beyond it the offset's prior is flat for every purpose
 SCAML_SCREENING_POINTS = 1024  # acquisition screening: the reference code's raw_samples (App. C)
 
 # --- RGPE (headstart._transfer.rgpe) ---------------------------------------------------------------

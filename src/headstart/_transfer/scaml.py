@@ -74,6 +74,7 @@ from headstart._transfer.defaults import SCAML_HANDOVER as HANDOVER
 from headstart._transfer.defaults import SCAML_HANDOVER_MARGIN as HANDOVER_MARGIN
 from headstart._transfer.defaults import SCAML_HANDOVER_MODE as HANDOVER_MODE
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
+from headstart._transfer.defaults import SCAML_MAX_TARGET_OFFSET as MAX_TARGET_OFFSET
 from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
 from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
 from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
@@ -263,11 +264,17 @@ class ScaMLPosterior:
         )
 
     # -- prior pieces ---------------------------------------------------------------------------
-    def _test_kernel(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
-        """``k_t(X, Z)`` (``Z`` the test inputs by default): SE plus the offset's constant."""
+    def _se(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+        """``k_t``'s SE part at ``(X, Z)`` (``Z`` the test inputs by default)."""
         Z = self.X_t if Z is None else Z
-        se = se_np(X, Z, self.is_cat, self.params.lengthscales, self.params.outputscale)
-        return se + self.offset_variance
+        return se_np(X, Z, self.is_cat, self.params.lengthscales, self.params.outputscale)
+
+    def _test_kernel(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+        """``k_t(X, Z)``: the SE part plus the offset's constant (if any)."""
+        k = self._se(X, Z)
+        if self.offset_variance:
+            k += self.offset_variance
+        return k
 
     def prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Theorem 1 prior mean and variance at ``X`` (normalized units), before test data."""
@@ -322,7 +329,7 @@ class ScaMLPosterior:
 
             mean, var, cross, dmean, dvar, dproj = self._meta(X, grad=True, contract=weights)
             kx, beta = self._solve(X, cross)
-            kt = se_np(X, self.X_t, self.is_cat, self.params.lengthscales, self.params.outputscale)
+            kt = self._se(X)
             diff = X[:, None, :] - self.X_t[None, :, :]  # m x n x d
             num = np.where(self.is_cat, 0.0, self._inv_sq_ell)
             dkt = -kt[:, :, None] * diff * num  # d k_t(x, X_t) / dx (the constant has none)
@@ -402,7 +409,9 @@ class _TestObjective:
         r2 = self.sq @ torch.exp(-2.0 * log_ell).T  # n x n x b
         K = torch.exp(log_s)[:, None, None] * torch.exp(-0.5 * r2.permute(2, 0, 1))
         K = K + torch.einsum("bm,mij->bij", w * w, self.S)
-        K = K + torch.exp(log_noise)[:, None, None] * self.eye + self.offset_variance
+        K = K + torch.exp(log_noise)[:, None, None] * self.eye
+        if self.offset_variance:
+            K = K + self.offset_variance
         L = robust_cholesky(K)
         resid = (self.z - mean).unsqueeze(-1)
         a = torch.linalg.solve_triangular(L, resid, upper=False).squeeze(-1)
@@ -421,7 +430,9 @@ class _TestObjective:
     def value_and_grad(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The objective of ``b`` raw vectors and its gradient, in closed form (no autograd).
 
-        With ``A = s_t E + sum_m w_m^2 S_m + sigma_t^2 I`` (``E = exp(-r^2 / 2)``), the residual
+        With ``A = s_t E + sum_m w_m^2 S_m + sigma_t^2 I + c^2 1 1^T`` (``E = exp(-r^2 / 2)``;
+        ``c^2`` the fixed offset variance, which has no gradient, so ``P`` below uses ``E``'s
+        part only), the residual
         ``r = z_t - m(X_t)``, ``alpha = A^{-1} r`` and ``W = A^{-1} - alpha alpha^T`` (R&W Eq.
         5.9, as :func:`headstart._transfer.metafit.neg_log_posterior_and_grad`):
 
@@ -442,7 +453,9 @@ class _TestObjective:
         # every contraction below is one matmul on flattened n x n matrices
         Kf = torch.exp(log_s[:, None, None] - 0.5 * (inv_sq_ell @ self.sq_flat.T).view(b, n, n))
         noise = torch.exp(log_noise)
-        K = Kf + ((w * w) @ self.S_flat).view(b, n, n) + self.offset_variance
+        K = Kf + ((w * w) @ self.S_flat).view(b, n, n)
+        if self.offset_variance:
+            K += self.offset_variance
         K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1))
         L = robust_cholesky(K)
         resid = self.z - (w @ self.U + self.offset * (w.sum(-1, keepdim=True) - 1.0))  # b x n
@@ -632,6 +645,11 @@ class ScaML(TransferSurrogate):
         self.restart_growth = max(float(restart_growth), 0.0)
         self.fit_factr = float(fit_factr)
         self.screening_points = int(screening_points)
+        if not 0.0 <= float(target_offset) <= MAX_TARGET_OFFSET:  # also refuses NaN
+            raise ValueError(
+                f"target_offset must be in [0, {MAX_TARGET_OFFSET:g}] (pooled standard "
+                f"deviations); got {target_offset!r}."
+            )
         self.offset_variance = float(target_offset) ** 2
         self._n_at_restart = -(10**9)
         self.is_cat = np.asarray(is_cat, dtype=bool)
@@ -832,7 +850,8 @@ class ScaML(TransferSurrogate):
             self._plain_gp().load_state(state["target_gp"])
 
     def residual_variance(self) -> float:
-        """Signal variance of the residual kernel ``k_t`` in raw units (``s_t * scale^2``)."""
+        """Signal variance of the residual kernel ``k_t``'s SE part in raw units
+        (``s_t * scale^2``; without ``target_offset``'s constant)."""
         params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
         return float(params.outputscale * self.scale**2)
 

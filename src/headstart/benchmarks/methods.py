@@ -907,7 +907,7 @@ register_method(
 register_method(
     "headstart-scaml-offset",
     TransferVariant("scaml", (("target_offset", 1.0),)),
-    description="headstart ScaML-GP at its defaults with target_offset=1 (issue 34's FC-Net trade-off)",
+    description="headstart ScaML-GP with target_offset=1 (issue 34's FC-Net trade-off)",
 )
 register_method(
     "headstart-scaml-lcbwinner",
