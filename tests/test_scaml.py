@@ -194,23 +194,26 @@ def test_fit_objective_closed_form_gradient_equals_autograd(setup, with_categori
     np.testing.assert_allclose(grad.numpy(), expected_grad.numpy(), rtol=1e-7, atol=1e-8)
 
 
-def test_posterior_gradients_match_finite_differences(setup):
-    _, meta, X_t, y_t, params, moments = setup
-    ybar, s = pooled_stats(moments, y_t)
-    post = ScaMLPosterior(meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0)
-    X = np.random.default_rng(3).random((4, D)) * 0.8 + 0.1
+def _assert_gradients_match_differences(post, X, h=1e-6):
+    """``posterior_and_grad`` equals ``posterior`` at ``X``, and its gradients its central
+    differences."""
     mu, var, dmu, dvar = post.posterior_and_grad(X)
     mu0, var0 = post.posterior(X)
     np.testing.assert_allclose(mu, mu0, atol=1e-12)
     np.testing.assert_allclose(var, var0, atol=1e-12)
-    h = 1e-6
-    for j in range(D):
+    for j in range(X.shape[1]):
         E = np.zeros_like(X)
         E[:, j] = h
-        mp, vp = post.posterior(X + E)
-        mm, vm = post.posterior(X - E)
+        (mp, vp), (mm, vm) = post.posterior(X + E), post.posterior(X - E)
         np.testing.assert_allclose(dmu[:, j], (mp - mm) / (2 * h), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_posterior_gradients_match_finite_differences(setup):
+    _, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    post = ScaMLPosterior(meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0)
+    _assert_gradients_match_differences(post, np.random.default_rng(3).random((4, D)) * 0.8 + 0.1)
 
 
 def test_pooled_stats_equal_concatenation(setup):
@@ -326,17 +329,7 @@ def test_a_target_offset_equals_conditioning_the_joint_kernel_with_a_constant_te
         meta, X_t, (y_t - ybar) / s, params, ybar, s, prune_threshold=0.0
     ).posterior(Xs)
     assert np.abs(plain_mu - mu).max() > 1e-3  # the offset changes the prediction
-    # gradients in x: the constant has none
-    mu_g, var_g, dmu, dvar = post.posterior_and_grad(Xs)
-    np.testing.assert_allclose(mu_g, mu, atol=1e-12)
-    np.testing.assert_allclose(var_g, var, atol=1e-12)
-    h = 1e-6
-    for j in range(D):
-        E = np.zeros_like(Xs)
-        E[:, j] = h
-        (mp, vp), (mm, vm) = post.posterior(Xs + E), post.posterior(Xs - E)
-        np.testing.assert_allclose(dmu[:, j], (mp - mm) / (2 * h), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(dvar[:, j], (vp - vm) / (2 * h), rtol=1e-5, atol=1e-6)
+    _assert_gradients_match_differences(post, Xs)  # gradients in x: the constant has none
     # the fit objective: -log p(z_t | meta data) of the joint Gaussian, plus the same prior terms
     U, S = meta.mean(X_t), meta.cov(X_t, X_t)
     z = (y_t - ybar) / s
