@@ -26,7 +26,8 @@ single-objective initial design, ``min(2 d + 1, 10)`` points, instead of the mul
 default of 10 (the default until the ablation showed 10 to be better); ``headstart-ref`` (the
 same way) is headstart told the problem's reference point (``create_study(reference_point=...)``,
 as the BoTorch loop is); ``headstart-transfer-offset`` (the same way) is ``headstart-transfer``
-with ScaML-GP's ``target_offset=1``. Metrics per trial: the hypervolume of the
+with ScaML-GP's ``target_offset=1``, and ``headstart-transfer-offset-fit`` with
+``target_offset="fit"``. Metrics per trial: the hypervolume of the
 feasible front as a share of the problem's maximum (``max_hv``), or, with one objective, the
 simple regret of the best feasible value (``inf`` before the first feasible trial); seconds per
 suggestion.
@@ -86,7 +87,12 @@ PROBLEMS = (
 #: run on request (--methods), reported, never ranked: the single-objective initial design,
 #: headstart told the problem's reference point (``reference_point=``: information the peers
 #: without such an option do not get), and the transfer arm with ScaML-GP's target_offset
-ABLATIONS = ("headstart-init2d1", "headstart-ref", "headstart-transfer-offset")
+#: (:data:`OFFSET_ARMS`: each arm's ScaML-GP target_offset and its column label)
+OFFSET_ARMS = {
+    "headstart-transfer-offset": (1.0, "`target_offset=1`"),
+    "headstart-transfer-offset-fit": ("fit", "`target_offset='fit'`"),
+}
+ABLATIONS = ("headstart-init2d1", "headstart-ref", *OFFSET_ARMS)
 #: Left out of the mean ranks: an earlier run's data (transfer), or not run on every problem
 #: and seed (the BoTorch loop, the ablations).
 UNRANKED = ("headstart-transfer", "botorch", *ABLATIONS)
@@ -342,8 +348,8 @@ def _run_headstart(ev, seed: int, budget: int, method: str):
         if ev.k > 1:
             settings["reference_point"] = [float(r) for r in ev.ref_point]
     options = {}
-    if method == "scaml-offset":  # the ablation: ScaML-GP with a target offset (issue 34)
-        method, options = "scaml", {"target_offset": 1.0}
+    if method in OFFSET_ARMS:  # the ablations: ScaML-GP with a target offset (issues 31, 34)
+        method, options = "scaml", {"target_offset": OFFSET_ARMS[method][0]}
     if method == "scaml":  # earlier runs of related tasks
         sources = ev.sources(seed)
         for name, rows in sources.items():
@@ -482,7 +488,6 @@ def run_job(problem: str, method: str, seed: int, budget: int) -> list[dict]:
         "headstart-ref": "gp-ref",
         "headstart-random": "random",
         "headstart-transfer": "scaml",
-        "headstart-transfer-offset": "scaml-offset",
     }
     inner = inner.get(method, method)
     trials = runner(ev, seed, budget, inner)
@@ -599,11 +604,11 @@ SUMMARY = (
     ("optuna-nsga2", "NSGA-II"),
     ("headstart-transfer", "headstart + sources"),
     ("headstart-ref", "headstart + reference point"),
-    ("headstart-transfer-offset", "headstart + sources, `target_offset=1`"),
+    *((arm, f"headstart + sources, {label}") for arm, (_, label) in OFFSET_ARMS.items()),
 )
 #: Summary columns given more than the peers (an earlier run's data, the judging reference):
 #: reported, never bold
-INFORMED = ("headstart-transfer", "headstart-ref", "headstart-transfer-offset")
+INFORMED = ("headstart-transfer", "headstart-ref", *OFFSET_ARMS)
 
 
 def summary_table(frame, budget: int, log_gap: bool = False) -> list[str]:
@@ -653,24 +658,23 @@ def transfer_table(frame, early: int = 10, late: int = 25) -> list[str]:
     if part.empty or "headstart-transfer" not in set(part["method"]):
         return []
     means = part.groupby(["problem", "method", "trial"])["metric"].mean()
-    offset = "headstart-transfer-offset" in set(part["method"])  # the ablation, when run
+    offsets = [arm for arm in OFFSET_ARMS if arm in set(part["method"])]  # the ablations run
     lines = [
         f"### Sources on FC-Net: trial {early} with them against trial {late} without",
         "",
         f"| problem | headstart + sources, t={early} | headstart, t={late} | "
-        f"GPSampler, t={late} | met |" + (f" `target_offset=1`, t={early} |" if offset else ""),
-        "|---|---:|---:|---:|---|" + ("---:|" if offset else ""),
+        f"GPSampler, t={late} | met |"
+        + "".join(f" {OFFSET_ARMS[arm][1]}, t={early} |" for arm in offsets),
+        "|---|---:|---:|---:|---|" + "---:|" * len(offsets),
     ]
     for problem in dict.fromkeys(part["problem"]):
         with_sources = means[problem, "headstart-transfer", early]
         without = means[problem, "headstart", late]
         peer = means.get((problem, "optuna-gp", late), float("nan"))
         met = "yes" if with_sources >= without else "no"
-        extra = ""
-        if offset:
-            extra = (
-                f" {means.get((problem, 'headstart-transfer-offset', early), float('nan')):.3f} |"
-            )
+        extra = "".join(
+            f" {means.get((problem, arm, early), float('nan')):.3f} |" for arm in offsets
+        )
         lines.append(
             f"| {problem} | {with_sources:.3f} | {without:.3f} | {peer:.3f} | {met} |" + extra
         )

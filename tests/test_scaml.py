@@ -407,6 +407,106 @@ def test_target_offset_goes_through_create_study(setup):
     assert study._strategy._engine.surrogate.offset_variance == 0.25
 
 
+def test_a_fitted_offset_is_the_fixed_offset_model_plus_its_prior(setup):
+    """target_offset="fit": log c^2 is the raw vector's last entry. The objective equals the
+    fixed-offset one at c^2 minus the LogNormal(-2, 3) log density of c^2 (s_t's prior), and
+    the closed-form gradient (its new column included) equals autograd's."""
+    from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR
+
+    _, meta, X_t, y_t, params, moments = setup
+    ybar, s = pooled_stats(moments, y_t)
+    U, S = meta.mean(X_t), meta.cov(X_t, X_t)
+    args = (U, S, X_t, (y_t - ybar) / s, np.zeros(D, bool), ybar, s)
+    fitted = ScaMLParams(params.weights, params.lengthscales, 0.3, 1e-3, offset_variance=0.36)
+    raw = torch.from_numpy(fitted.to_raw()[None, :])
+    assert raw.shape[1] == len(params.to_raw()) + 1
+    back = ScaMLParams.from_raw(raw[0].numpy(), D, fit_offset=True)
+    np.testing.assert_allclose(back.to_raw(), fitted.to_raw(), rtol=1e-12)
+    assert back.offset_variance == pytest.approx(0.36)
+    obj = _TestObjective(*args, fit_offset=True)
+    fixed = float(_TestObjective(*args, offset_variance=0.36)(raw[:, :-1])[0])
+    log_prior = float(SCAML_TEST_HYPERPRIOR.outputscale.value_and_grad(torch.log(
+        torch.tensor([0.36], dtype=torch.float64)))[0][0])  # fmt: skip
+    assert float(obj(raw)[0]) == pytest.approx(fixed - log_prior, rel=1e-12)
+    batch = torch.cat([raw, raw + 0.1 * torch.randn(2, raw.shape[1], dtype=torch.float64)])
+    raw_t = batch.clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(obj(raw_t).sum(), raw_t)
+    value, grad = obj.value_and_grad(batch)
+    np.testing.assert_allclose(value.numpy(), obj(batch).numpy(), rtol=1e-10)
+    np.testing.assert_allclose(grad.numpy(), auto.numpy(), rtol=1e-7, atol=1e-8)
+
+
+def test_a_fitted_offset_grows_only_when_the_target_sits_at_another_level(setup):
+    """The sources predict the shape of ``y_t``: fitted at the sources' level, c stays near 0;
+    moved 3 pooled standard deviations away, c grows to the order of the move, and the
+    prediction far from the observations moves with it (the paper's model cannot)."""
+    tasks, meta, *_ = setup
+    rng = np.random.default_rng(3)
+    X = rng.random((6, D))
+    y = np.sin(4 * X[:, 0]) + 2 * X[:, 1] ** 2
+    model = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="fit")
+    model.condition(X, y, np.random.default_rng(0))
+    level = model.diagnostics()["target_offset"]
+    assert level < 0.3
+    shift = 3 * model.scale
+    shifted = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="fit")
+    post, _ = shifted.condition(X, y + shift, np.random.default_rng(0))
+    c = shifted.diagnostics()["target_offset"]
+    assert c > 1.0 and c > 5 * level
+    paper = ScaML(tasks, np.zeros(D, bool), meta=meta)
+    paper_post, _ = paper.condition(X, y + shift, np.random.default_rng(0))
+    far = np.array([[0.02, 0.98], [0.98, 0.02]])
+    truth = (np.sin(4 * far[:, 0]) + 2 * far[:, 1] ** 2 + shift - shifted.ybar) / shifted.scale
+    err = np.abs(post.posterior(far)[0] - truth)
+    paper_err = np.abs(
+        paper_post.posterior(far)[0]
+        - (truth * shifted.scale + shifted.ybar - paper.ybar) / paper.scale
+    )
+    assert err.mean() < 0.5 * paper_err.mean()
+    # the state round trip keeps the fitted offset
+    again = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="fit")
+    again.load_state(shifted.state())
+    assert again.params.offset_variance == pytest.approx(c**2)
+
+
+def test_target_offset_fit_is_an_option(setup):
+    from headstart._methods.transfer import ScaMLOptions
+    from headstart.exceptions import InvalidSettingError
+
+    assert ScaMLOptions(target_offset="fit").target_offset == "fit"
+    for bad in ("fitted", None, float("nan")):
+        with pytest.raises(InvalidSettingError, match="'fit' or a finite number"):
+            ScaMLOptions(target_offset=bad)
+    tasks, meta, *_ = setup
+    with pytest.raises(ValueError, match="'fit' or a number"):
+        ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="Fit")
+
+
+def test_a_fitted_target_offset_goes_through_create_study_and_the_report(setup):
+    import headstart as hs
+
+    tasks, *_ = setup
+    space = hs.SearchSpace({"x0": hs.Float(0.0, 1.0), "x1": hs.Float(0.0, 1.0)})
+    studies = {}
+    for offset in ("fit", 0.0):
+        study = hs.create_study(
+            f"offset-{offset}", space, storage=None, method="scaml", transfer_from=tasks,
+            target_offset=offset,
+        )  # fmt: skip
+        for _ in range(4):
+            trial = study.ask()
+            x0, x1 = trial.params["x0"], trial.params["x1"]
+            study.tell(trial, float(np.sin(4 * x0) + 2 * x1**2 + 3.0))
+        studies[offset] = study
+    surrogate = studies["fit"]._strategy._engine.surrogate
+    assert surrogate.fit_offset and surrogate.params.offset_variance is not None
+    report = studies["fit"].transfer_report()
+    assert report.target_offset == pytest.approx(math.sqrt(surrogate.params.offset_variance))
+    assert "Fitted offset between the study and its sources" in report.summary()
+    assert report.to_dict()["target_offset"] == report.target_offset
+    assert studies[0.0].transfer_report().target_offset is None
+
+
 def _restart_calls(model, monkeypatch, n_max):
     import headstart._transfer.scaml as scaml_module
 

@@ -121,6 +121,7 @@ BUILDERS = {
         tasks, is_cat, handover=True, handover_mode="average"
     ),
     "scaml-offset": lambda d, is_cat, tasks: ScaML(tasks, is_cat, target_offset=1.0),
+    "scaml-offset-fit": lambda d, is_cat, tasks: ScaML(tasks, is_cat, target_offset="fit"),
     "rgpe": lambda d, is_cat, tasks: RGPE(tasks, is_cat),
     "stackgp": lambda d, is_cat, tasks: StackGP(tasks, is_cat),
     "mtgp": lambda d, is_cat, tasks: MultiTaskGPSurrogate(tasks, is_cat),
@@ -140,6 +141,7 @@ CATEGORICAL = (
     "scaml",
     "scaml-average",
     "scaml-offset",
+    "scaml-offset-fit",
     "rgpe",
     "stackgp",
     "abrac",
@@ -153,6 +155,7 @@ FANTASIZING = {
     "scaml",
     "scaml-average",
     "scaml-offset",
+    "scaml-offset-fit",
     "abrac",
     "ablr",
     "ablr-sgd-fixed",

@@ -52,6 +52,9 @@ class TransferReport:
         target_gp_weight: ScaML-GP with ``handover=True``: the target-only GP's share of the model
             behind the last suggestion (its posterior probability with ``handover_mode=
             "average"``; 0 or 1 when switching).
+        target_offset: ScaML-GP with ``target_offset="fit"``: the fitted standard deviation of
+            the constant offset between the study and its sources (standard deviations of the
+            pooled values; near 0 when the sources' level fits the study).
         check: Whether the sources help, from the study's own trials
             (:meth:`headstart.study.Study.transfer_check`): ``with_sources`` and
             ``without_sources`` log-likelihoods per held-out trial, ``hurting``.
@@ -72,6 +75,7 @@ class TransferReport:
     trained_on: list[str] | None = None
     warm_start: list[dict] | None = None
     target_gp_weight: float | None = None
+    target_offset: float | None = None
     check: dict | None = None
 
     def summary(self) -> str:
@@ -82,6 +86,11 @@ class TransferReport:
             text += (
                 f" Hand-over: the target-only GP carries {self.target_gp_weight:.0%} of the "
                 f"model, the sources' model {1 - self.target_gp_weight:.0%}."
+            )
+        if self.target_offset is not None and self.n_trials:
+            text += (
+                f" Fitted offset between the study and its sources: {self.target_offset:.2g} "
+                "standard deviations of the pooled values."
             )
         c = self.check
         if c is not None:
@@ -222,6 +231,7 @@ class TransferReport:
             "trained_on": self.trained_on,
             "warm_start": self.warm_start,
             "target_gp_weight": self.target_gp_weight,
+            "target_offset": self.target_offset,
             "check": self.check,
             "summary": self.summary(),
         }

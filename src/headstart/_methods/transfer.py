@@ -53,7 +53,9 @@ class ScaMLOptions(MethodOptions):
             its sources (normalized units; 0: none, the paper's model; at most 100, beyond
             which it acts as a flat prior). With it, observations that sit above or below the
             sources everywhere move the prediction everywhere, not only near themselves (e.g.
-            training times on a larger data set).
+            training times on a larger data set). ``"fit"``: its variance is fitted with the
+            other hyperparameters (MAP, prior as the residual kernel's signal variance), so it
+            grows only as far as the target's observations ask for it.
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -64,7 +66,7 @@ class ScaMLOptions(MethodOptions):
     handover: bool = defaults.SCAML_HANDOVER
     handover_margin: float = defaults.SCAML_HANDOVER_MARGIN
     handover_mode: str = defaults.SCAML_HANDOVER_MODE
-    target_offset: float = defaults.SCAML_TARGET_OFFSET
+    target_offset: float | str = defaults.SCAML_TARGET_OFFSET
 
     def __post_init__(self) -> None:
         check_number("fit_factr", self.fit_factr, low=0.0, above=True)
@@ -73,7 +75,14 @@ class ScaMLOptions(MethodOptions):
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
         check_number("handover_margin", self.handover_margin, low=0.0)
-        check_number("target_offset", self.target_offset, low=0.0, high=MAX_TARGET_OFFSET)
+        if not (isinstance(self.target_offset, str) and self.target_offset == "fit"):
+            try:
+                check_number("target_offset", self.target_offset, low=0.0, high=MAX_TARGET_OFFSET)
+            except InvalidSettingError:
+                raise InvalidSettingError(
+                    f"target_offset must be 'fit' or a finite number >= 0 and <= "
+                    f"{MAX_TARGET_OFFSET:g}; got {self.target_offset!r}."
+                ) from None
         check_bool("handover", self.handover)
         if self.handover_mode not in HANDOVER_MODES:
             raise InvalidSettingError(
@@ -140,13 +149,14 @@ REPORTED = (
     "residual_share",
     "weight_se",
     "target_gp_weight",
+    "target_offset",
 )
 
 
 def weights_report(ctx: ReportContext) -> dict[str, Any]:
     """Each source's learned weight and, where the model has them, the residual variance, the
-    sources' shares of the variation, the weights' standard errors and the hand-over's weight of
-    the target-only GP."""
+    sources' shares of the variation, the weights' standard errors, the hand-over's weight of
+    the target-only GP and a fitted target offset."""
     diagnostics = ctx.surrogate().diagnostics()
     return {key: diagnostics.get(key) for key in REPORTED}
 

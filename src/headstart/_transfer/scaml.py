@@ -12,7 +12,8 @@ prior of Theorem 1, built from the fitted meta-task GPs (:mod:`headstart._transf
 with ``mu_m`` and ``Sigma_m`` meta-task ``m``'s posterior mean and covariance, ``w_m >= 0`` the
 task weights and ``k_t`` a squared-exponential ARD residual kernel (``ScaML(target_offset=c)``
 adds the constant ``c^2`` to ``k_t``: an offset ``delta ~ N(0, c^2)`` between the target and
-the weighted sources, integrated out; an extension, not the paper's). The test posterior is
+the weighted sources, integrated out; ``target_offset="fit"`` fits ``c^2`` with the other
+hyperparameters; an extension, not the paper's). The test posterior is
 standard GP conditioning on this prior ([ScaML] Eq. 7; the paper's Eq. 1 writes ``m(x)`` where
 ``m(X_t)`` is meant):
 
@@ -86,6 +87,11 @@ MIN_WEIGHT = 1e-10
 FULL_RESTARTS_UNTIL = 5  # prior restarts at every call while there are at most this many points
 MIN_TRIALS_FOR_SHARES = 3  # weight_summary() apportions variation from this many observations
 HANDOVER_MIN_TRIALS = 5  # the hand-over compares the models from this many observations on
+# A fitted offset variance c^2 (ScaML(target_offset="fit")): its prior is k_t's signal variance's,
+# LogNormal(-2, 3), whose density peaks near 0 (exp(-11)), so the offset stays off unless the
+# target's observations ask for it; the box (normalized units) and the first start
+OFFSET_VARIANCE_BOUNDS = (1e-8, 1e2)
+INITIAL_OFFSET_VARIANCE = 1e-2
 
 
 def raw_log_evidence(mll: float, scale: float, n: int) -> float:
@@ -110,27 +116,33 @@ class ScaMLParams:
     lengthscales: np.ndarray
     outputscale: float
     noise: float
+    offset_variance: float | None = None
 
     @classmethod
-    def initial(cls, n_tasks: int, dim: int) -> ScaMLParams:
+    def initial(cls, n_tasks: int, dim: int, *, fit_offset: bool = False) -> ScaMLParams:
         """The starting values of [ScaML]'s reference setup: ``w = 1/M``, ``ell = 1``, ``s = 0.1``,
-        ``sigma^2 = 1e-3`` (:data:`~headstart._gp.hyperprior.SCAML_TEST_HYPERPRIOR`'s)."""
+        ``sigma^2 = 1e-3`` (:data:`~headstart._gp.hyperprior.SCAML_TEST_HYPERPRIOR`'s); a fitted
+        offset variance starts at :data:`INITIAL_OFFSET_VARIANCE`."""
         ell, s, noise = SCAML_TEST_HYPERPRIOR.initial_values(dim)
-        return cls(np.full(n_tasks, 1.0 / max(n_tasks, 1)), ell, s, noise)
+        offset = INITIAL_OFFSET_VARIANCE if fit_offset else None
+        return cls(np.full(n_tasks, 1.0 / max(n_tasks, 1)), ell, s, noise, offset)
 
     def to_raw(self) -> np.ndarray:
-        """``(log ell, log s_t, log sigma_t^2, w)``: the vector L-BFGS-B works on."""
+        """``(log ell, log s_t, log sigma_t^2, w[, log c^2])``: the vector L-BFGS-B works on."""
         scales = [math.log(self.outputscale), math.log(self.noise)]
-        return np.concatenate([np.log(self.lengthscales), scales, self.weights])
+        offset = [] if self.offset_variance is None else [math.log(self.offset_variance)]
+        return np.concatenate([np.log(self.lengthscales), scales, self.weights, offset])
 
     @classmethod
-    def from_raw(cls, raw: np.ndarray, dim: int) -> ScaMLParams:
+    def from_raw(cls, raw: np.ndarray, dim: int, *, fit_offset: bool = False) -> ScaMLParams:
         raw = np.asarray(raw, dtype=np.float64)
+        end = len(raw) - 1 if fit_offset else len(raw)
         return cls(
-            np.maximum(raw[dim + 2 :], MIN_WEIGHT),
+            np.maximum(raw[dim + 2 : end], MIN_WEIGHT),
             np.exp(raw[:dim]),
             float(np.exp(raw[dim])),
             float(np.exp(raw[dim + 1])),
+            float(np.exp(raw[-1])) if fit_offset else None,
         )
 
 
@@ -383,11 +395,14 @@ class _TestObjective:
         scale: float,
         prior: HyperPrior = SCAML_TEST_HYPERPRIOR,
         offset_variance: float = 0.0,
+        fit_offset: bool = False,
     ) -> None:
         n, d = X_t.shape
-        self.d = d
+        self.d, self.M = d, len(U)
         self.prior = prior
         self.offset_variance = float(offset_variance)  # c^2: a constant added to A
+        # c^2 a parameter instead (the raw vectors' last column, log c^2), prior as s_t's
+        self.fit_offset = bool(fit_offset)
         self.U = torch.from_numpy((U - ybar) / scale)  # M x n, the meta means normalized
         # (w @ U - ybar) / s = w @ ((U - ybar) / s) + ybar (sum w - 1) / s
         self.offset = ybar / scale
@@ -401,9 +416,10 @@ class _TestObjective:
         self.eye = torch.eye(n, dtype=torch.float64)
 
     def __call__(self, raw: torch.Tensor) -> torch.Tensor:
-        """``b`` MAP objectives for ``b x (d + 2 + M)`` raw vectors."""
+        """``b`` MAP objectives for ``b x (d + 2 + M [+ 1])`` raw vectors."""
         d = self.d
-        log_ell, log_s, log_noise, w = raw[:, :d], raw[:, d], raw[:, d + 1], raw[:, d + 2 :]
+        log_ell, log_s, log_noise = raw[:, :d], raw[:, d], raw[:, d + 1]
+        w = raw[:, d + 2 : d + 2 + self.M]
         n = self.z.shape[0]
         mean = w @ self.U + self.offset * (w.sum(-1, keepdim=True) - 1.0)  # b x n
         r2 = self.sq @ torch.exp(-2.0 * log_ell).T  # n x n x b
@@ -412,6 +428,8 @@ class _TestObjective:
         K = K + torch.exp(log_noise)[:, None, None] * self.eye
         if self.offset_variance:
             K = K + self.offset_variance
+        if self.fit_offset:
+            K = K + torch.exp(raw[:, -1])[:, None, None]
         L = robust_cholesky(K)
         resid = (self.z - mean).unsqueeze(-1)
         a = torch.linalg.solve_triangular(L, resid, upper=False).squeeze(-1)
@@ -425,6 +443,8 @@ class _TestObjective:
             self.prior.log_prob(torch.log(ell), torch.log(s_t), torch.log(noise))
             - w.sum(-1)  # Gamma(1, 1) on the weights
         )
+        if self.fit_offset:
+            log_prior = log_prior + self.prior.outputscale.value_and_grad(raw[:, -1])[0]
         return -(mll + log_prior)
 
     def value_and_grad(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -442,11 +462,13 @@ class _TestObjective:
             d / d w_m         = w_m sum_ik W_ik S_m,ik - alpha^T (u_m + ybar / s) + 1
 
         (``u_m`` the normalized meta mean at ``X_t``; the last 1 is the Gamma(1, 1) prior), minus
-        the hyperprior's gradient. Autograd through the batched Cholesky costs more than the
-        factorization itself; the values equal :meth:`__call__` (tested).
+        the hyperprior's gradient. A fitted offset (``fit_offset``) adds
+        ``d / d log c^2 = 1/2 c^2 sum_ik W_ik`` and its prior's gradient. Autograd through the
+        batched Cholesky costs more than the factorization itself; the values equal :meth:`__call__` (tested).
         """
         d = self.d
-        log_ell, log_s, log_noise, w = raw[:, :d], raw[:, d], raw[:, d + 1], raw[:, d + 2 :]
+        log_ell, log_s, log_noise = raw[:, :d], raw[:, d], raw[:, d + 1]
+        w = raw[:, d + 2 : d + 2 + self.M]
         n = self.z.shape[0]
         b = raw.shape[0]
         inv_sq_ell = torch.exp(-2.0 * log_ell)  # b x d
@@ -456,6 +478,8 @@ class _TestObjective:
         K = Kf + ((w * w) @ self.S_flat).view(b, n, n)
         if self.offset_variance:
             K += self.offset_variance
+        if self.fit_offset:
+            K += torch.exp(raw[:, -1])[:, None, None]
         K.diagonal(dim1=-2, dim2=-1).add_(noise.unsqueeze(-1))
         L = robust_cholesky(K)
         resid = self.z - (w @ self.U + self.offset * (w.sum(-1, keepdim=True) - 1.0))  # b x n
@@ -477,30 +501,36 @@ class _TestObjective:
             - self.offset * alpha.sum(-1, keepdim=True)
             + 1.0
         )
-        grad = torch.cat([g_ell, g_s[:, None], g_noise[:, None], g_w], dim=-1)
-        grad[:, : d + 2] -= self.prior.grad(log_ell, log_s, log_noise)
+        parts = [g_ell, g_s[:, None], g_noise[:, None], g_w]
         value = nll - self.prior.log_prob(log_ell, log_s, log_noise) + w.sum(-1)
+        if self.fit_offset:
+            v_c, g_prior_c = self.prior.outputscale.value_and_grad(raw[:, -1])
+            g_c = 0.5 * torch.exp(raw[:, -1]) * W.sum((-2, -1)) - g_prior_c
+            parts.append(g_c[:, None])
+            value = value - v_c
+        grad = torch.cat(parts, dim=-1)
+        grad[:, : d + 2] -= self.prior.grad(log_ell, log_s, log_noise)
         return value, grad
 
 
-def _bounds(d: int, M: int, deterministic: bool) -> np.ndarray:
-    """``(log ell, log s_t, log sigma_t^2)`` in the SE GPs' box, then ``w_m >= MIN_WEIGHT``."""
-    weights = np.tile([MIN_WEIGHT, np.inf], (M, 1))
-    return np.vstack([SE_COORDS.bounds(d, deterministic=deterministic), weights])
+def _bounds(d: int, M: int, deterministic: bool, fit_offset: bool = False) -> np.ndarray:
+    """``(log ell, log s_t, log sigma_t^2)`` in the SE GPs' box, then ``w_m >= MIN_WEIGHT``
+    (and ``log c^2`` in :data:`OFFSET_VARIANCE_BOUNDS`)."""
+    rows = [SE_COORDS.bounds(d, deterministic=deterministic), np.tile([MIN_WEIGHT, np.inf], (M, 1))]
+    if fit_offset:
+        rows.append(np.log([OFFSET_VARIANCE_BOUNDS]))
+    return np.vstack(rows)
 
 
 def prior_starts(
     n: int, d: int, M: int, rng: np.random.Generator, bounds: np.ndarray
 ) -> np.ndarray:
-    """``n`` raw starting vectors drawn from the hyperpriors, clipped to the bounds."""
-    raw = np.concatenate(
-        [
-            SCAML_TEST_HYPERPRIOR.sample_log(rng, (n,), d),
-            rng.gamma(1.0, 1.0, (n, M)),
-        ],
-        axis=1,
-    )
-    return np.clip(raw, bounds[:, 0], bounds[:, 1])
+    """``n`` raw starting vectors drawn from the hyperpriors, clipped to the bounds (a fitted
+    offset's ``log c^2`` from ``s_t``'s prior, when ``bounds`` has its row)."""
+    parts = [SCAML_TEST_HYPERPRIOR.sample_log(rng, (n,), d), rng.gamma(1.0, 1.0, (n, M))]
+    if len(bounds) > d + 2 + M:
+        parts.append(SCAML_TEST_HYPERPRIOR.outputscale.sample_log(rng, (n, 1)))
+    return np.clip(np.concatenate(parts, axis=1), bounds[:, 0], bounds[:, 1])
 
 
 def fit_test_params(
@@ -516,6 +546,7 @@ def fit_test_params(
     meta_at_train: tuple[np.ndarray, np.ndarray] | None = None,
     factr: float = FIT_FACTR,
     offset_variance: float = 0.0,
+    fit_offset: bool = False,
 ) -> tuple[ScaMLParams, float, float, float]:
     r"""MAP of ``theta_t`` ([ScaML] Eq. 9) given the fitted meta GPs.
 
@@ -532,6 +563,8 @@ def fit_test_params(
         meta_at_train: Cached ``(mu_m(X_t), Sigma_m(X_t, X_t))`` (``M x n``, ``M x n x n``).
         factr: L-BFGS-B's relative-decrease tolerance (:data:`FIT_FACTR`).
         offset_variance: ``c^2`` of :class:`ScaMLPosterior`.
+        fit_offset: Fit ``c^2`` too (``offset_variance`` must then be 0): the result's
+            ``offset_variance``.
 
     Returns:
         ``(params, objective, ybar, scale)``: the fit, its MAP objective and the pooled
@@ -542,13 +575,20 @@ def fit_test_params(
     n, d = X_t.shape
     M = meta.n_tasks
     ybar, scale = pooled_stats(moments, y_t)
-    init = ScaMLParams.initial(M, d)
+    init = ScaMLParams.initial(M, d, fit_offset=fit_offset)
     if n == 0:
         return init, float("nan"), ybar, scale
     warm = [init]
-    if previous is not None and len(previous.lengthscales) == d:
+    same_form = previous is not None and (previous.offset_variance is None) != fit_offset
+    if previous is not None and same_form and len(previous.lengthscales) == d:
         warm = [
-            ScaMLParams(init.weights, previous.lengthscales, previous.outputscale, previous.noise)
+            ScaMLParams(
+                init.weights,
+                previous.lengthscales,
+                previous.outputscale,
+                previous.noise,
+                previous.offset_variance,
+            )
         ]
         if len(previous.weights) == M:
             # without prior restarts, only the previous fit itself (a quick, local refit)
@@ -556,9 +596,9 @@ def fit_test_params(
     U, S = meta_at_train if meta_at_train is not None else (meta.mean(X_t), meta.cov(X_t, X_t))
     objective = _TestObjective(
         U, S, X_t, (y_t - ybar) / scale, meta.is_cat, ybar, scale,
-        offset_variance=offset_variance,
+        offset_variance=offset_variance, fit_offset=fit_offset,
     )  # fmt: skip
-    bounds = _bounds(d, M, deterministic)
+    bounds = _bounds(d, M, deterministic, fit_offset)
     warm_raw = np.clip(np.stack([p.to_raw() for p in warm]), bounds[:, 0], bounds[:, 1])
     x0 = np.concatenate([warm_raw, prior_starts(n_prior_starts, d, M, rng, bounds)])
 
@@ -571,7 +611,7 @@ def fit_test_params(
     xs, fs = minimize(fun, x0, bounds, limits=Limits(factr=factr))
     fs = fs * n
     best = int(np.argmin(fs))
-    return ScaMLParams.from_raw(xs[best], d), float(fs[best]), ybar, scale
+    return ScaMLParams.from_raw(xs[best], d, fit_offset=fit_offset), float(fs[best]), ybar, scale
 
 
 class ScaML(TransferSurrogate):
@@ -610,6 +650,9 @@ class ScaML(TransferSurrogate):
             :class:`ScaMLPosterior` is its square): the sources then predict the target's
             shape wherever it has no observations, not also its level. 0 is the paper's model,
             where the zero-mean ``k_t`` can only shift the prediction near the observations.
+            ``"fit"``: ``c^2`` is a hyperparameter, fitted with the others (prior LogNormal(-2,
+            3) as ``s_t``'s, whose density peaks near 0): the offset then grows only as far as
+            the target's observations ask for it.
     """
 
     def __init__(
@@ -628,7 +671,7 @@ class ScaML(TransferSurrogate):
         handover: bool = HANDOVER,
         handover_margin: float = HANDOVER_MARGIN,
         handover_mode: str = HANDOVER_MODE,
-        target_offset: float = 0.0,
+        target_offset: float | str = 0.0,
     ) -> None:
         if handover_mode not in HANDOVER_MODES:
             raise ValueError(
@@ -645,12 +688,15 @@ class ScaML(TransferSurrogate):
         self.restart_growth = max(float(restart_growth), 0.0)
         self.fit_factr = float(fit_factr)
         self.screening_points = int(screening_points)
-        if not 0.0 <= float(target_offset) <= MAX_TARGET_OFFSET:  # also refuses NaN
+        self.fit_offset = isinstance(target_offset, str) and target_offset == "fit"
+        if not self.fit_offset and not (
+            isinstance(target_offset, (int, float)) and 0.0 <= target_offset <= MAX_TARGET_OFFSET
+        ):  # also refuses NaN
             raise ValueError(
-                f"target_offset must be in [0, {MAX_TARGET_OFFSET:g}] (pooled standard "
-                f"deviations); got {target_offset!r}."
+                f"target_offset must be 'fit' or a number in [0, {MAX_TARGET_OFFSET:g}] (pooled "
+                f"standard deviations); got {target_offset!r}."
             )
-        self.offset_variance = float(target_offset) ** 2
+        self.offset_variance = 0.0 if self.fit_offset else float(target_offset) ** 2
         self._n_at_restart = -(10**9)
         self.is_cat = np.asarray(is_cat, dtype=bool)
         self.meta = meta if meta is not None else fit_meta_gps(meta_tasks, self.is_cat, seed=seed)
@@ -706,6 +752,7 @@ class ScaML(TransferSurrogate):
             meta_at_train=cached,
             factr=self.fit_factr,
             offset_variance=self.offset_variance,
+            fit_offset=self.fit_offset,
         )
         self.params, self.ybar, self.scale = params, ybar, scale
         self._last_X, self._last_y = X_t, y_t
@@ -720,7 +767,7 @@ class ScaML(TransferSurrogate):
             task_sd=np.sqrt(self.moments.var),
             prune_threshold=self.prune_threshold,
             screening_points=self.screening_points,
-            offset_variance=self.offset_variance,
+            offset_variance=self._offset_variance(params),
         )
         self.handed_over, self.target_gp_weight = False, 0.0
         if self.handover and n >= HANDOVER_MIN_TRIALS:
@@ -744,6 +791,14 @@ class ScaML(TransferSurrogate):
                 self.handed_over, self.target_gp_weight = True, 1.0
                 return gp, z_plain
         return posterior, z_t
+
+    def _offset_variance(self, params: ScaMLParams) -> float:
+        """``c^2``: fitted (``target_offset="fit"``) or fixed."""
+        fitted = params.offset_variance
+        return float(fitted) if self.fit_offset and fitted is not None else self.offset_variance
+
+    def _initial(self) -> ScaMLParams:
+        return ScaMLParams.initial(len(self.names), len(self.is_cat), fit_offset=self.fit_offset)
 
     def _plain_gp(self) -> MaternGP:
         if self._plain is None:
@@ -770,7 +825,7 @@ class ScaML(TransferSurrogate):
             ``{"shares": {name: share} | None, "residual_share": float | None,
             "weight_se": {name: se}}``.
         """
-        params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
+        params = self.params or self._initial()
         se = {n: float(v) for n, v in zip(self.names, self._weightse_np(params), strict=True)}
         out: dict[str, Any] = {"shares": None, "residual_share": None, "weight_se": se}
         if len(self._last_y) < MIN_TRIALS_FOR_SHARES:
@@ -799,8 +854,9 @@ class ScaML(TransferSurrogate):
         U, S = self._meta_at(X_t)
         z = (y_t - self.ybar) / self.scale
         objective = _TestObjective(
-            U, S, X_t, z, self.is_cat, self.ybar, self.scale, offset_variance=self.offset_variance
-        )
+            U, S, X_t, z, self.is_cat, self.ybar, self.scale,
+            offset_variance=self.offset_variance, fit_offset=self.fit_offset,
+        )  # fmt: skip
         raw = torch.from_numpy(params.to_raw())
         free = np.ones(len(raw), dtype=bool)
         free[d + 1] = not self.deterministic  # a pinned noise is not a parameter
@@ -816,20 +872,23 @@ class ScaML(TransferSurrogate):
             cov = np.linalg.inv(0.5 * (H + H.T))
         except (np.linalg.LinAlgError, ModelFittingError):
             return np.full(M, np.nan)
-        var = np.diagonal(cov)[-M:]
+        var = np.diagonal(cov)[-M - 1 : -1] if self.fit_offset else np.diagonal(cov)[-M:]
         return np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
 
     def diagnostics(self) -> dict[str, Any]:
-        """The base diagnostics, :meth:`weight_summary` and, with the hand-over, the
-        target-only GP's weight in the last suggestion (0 or 1 when switching)."""
+        """The base diagnostics, :meth:`weight_summary`, a fitted offset's standard deviation
+        ``c`` (normalized units) and, with the hand-over, the target-only GP's weight in the last
+        suggestion (0 or 1 when switching)."""
         out = {**super().diagnostics(), **self.weight_summary()}
+        if self.fit_offset:
+            out["target_offset"] = math.sqrt(self._offset_variance(self.params or self._initial()))
         if self.handover:
             out["target_gp_weight"] = self.target_gp_weight
         return out
 
     def report(self) -> dict[str, float]:
         """Each source's weight ``w_m`` (the initial ``1/M`` before any test data)."""
-        params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
+        params = self.params or self._initial()
         return {name: float(w) for name, w in zip(self.names, params.weights, strict=True)}
 
     def state(self) -> dict:
@@ -843,8 +902,8 @@ class ScaML(TransferSurrogate):
 
     def load_state(self, state: dict) -> None:
         raw = np.asarray(state.get("params", []), dtype=np.float64)
-        if len(raw) == len(ScaMLParams.initial(len(self.names), len(self.is_cat)).to_raw()):
-            self.params = ScaMLParams.from_raw(raw, len(self.is_cat))
+        if len(raw) == len(self._initial().to_raw()):
+            self.params = ScaMLParams.from_raw(raw, len(self.is_cat), fit_offset=self.fit_offset)
             self._n_at_restart = int(state.get("n_at_restart", self._n_at_restart))
         if isinstance(state.get("target_gp"), dict):
             self._plain_gp().load_state(state["target_gp"])
@@ -852,7 +911,7 @@ class ScaML(TransferSurrogate):
     def residual_variance(self) -> float:
         """Signal variance of the residual kernel ``k_t``'s SE part in raw units
         (``s_t * scale^2``; without ``target_offset``'s constant)."""
-        params = self.params or ScaMLParams.initial(len(self.names), len(self.is_cat))
+        params = self.params or self._initial()
         return float(params.outputscale * self.scale**2)
 
 

@@ -910,6 +910,11 @@ register_method(
     description="headstart ScaML-GP with target_offset=1 (issue 34's FC-Net trade-off)",
 )
 register_method(
+    "headstart-scaml-offset-fit",
+    TransferVariant("scaml", (("target_offset", "fit"),)),
+    description="headstart ScaML-GP with target_offset='fit' (offset variance by MAP; issue 31)",
+)
+register_method(
     "headstart-scaml-lcbwinner",
     TransferVariant("scaml", (("first_trial", "lcb-winner"),)),
     description="headstart ScaML-GP, mu - sigma first, then the best-rated source winner (issue 31)",
