@@ -428,7 +428,10 @@ def test_a_fitted_offset_is_the_fixed_offset_model_plus_its_prior(setup):
     log_prior = float(SCAML_TEST_HYPERPRIOR.outputscale.value_and_grad(torch.log(
         torch.tensor([0.36], dtype=torch.float64)))[0][0])  # fmt: skip
     assert float(obj(raw)[0]) == pytest.approx(fixed - log_prior, rel=1e-12)
-    batch = torch.cat([raw, raw + 0.1 * torch.randn(2, raw.shape[1], dtype=torch.float64)])
+    noise = torch.randn(
+        2, raw.shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
+    batch = torch.cat([raw, raw + 0.1 * noise])
     raw_t = batch.clone().requires_grad_(True)
     (auto,) = torch.autograd.grad(obj(raw_t).sum(), raw_t)
     value, grad = obj.value_and_grad(batch)
@@ -438,13 +441,16 @@ def test_a_fitted_offset_is_the_fixed_offset_model_plus_its_prior(setup):
 
 def test_a_fitted_offset_grows_only_when_the_target_sits_at_another_level(setup):
     """The sources predict the shape of ``y_t``: fitted at the sources' level, c stays near 0;
-    moved 3 pooled standard deviations away, c grows to the order of the move, and the
-    prediction far from the observations moves with it (the paper's model cannot)."""
+    moved by 3 of the unmoved model's pooled standard deviations (about 1.9 of the moved one's),
+    c grows to the order of the move, and the prediction far from the observations moves with
+    it (the paper's model cannot). Before any data the offset is off and not reported."""
     tasks, meta, *_ = setup
     rng = np.random.default_rng(3)
     X = rng.random((6, D))
     y = np.sin(4 * X[:, 0]) + 2 * X[:, 1] ** 2
     model = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="fit")
+    prior, _ = model.condition(X[:0], y[:0], np.random.default_rng(0))
+    assert prior.offset_variance == 0.0 and model.diagnostics()["target_offset"] is None
     model.condition(X, y, np.random.default_rng(0))
     level = model.diagnostics()["target_offset"]
     assert level < 0.3
@@ -452,7 +458,7 @@ def test_a_fitted_offset_grows_only_when_the_target_sits_at_another_level(setup)
     shifted = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="fit")
     post, _ = shifted.condition(X, y + shift, np.random.default_rng(0))
     c = shifted.diagnostics()["target_offset"]
-    assert c > 1.0 and c > 5 * level
+    assert c > 0.5 * shift / shifted.scale and c > 5 * level
     paper = ScaML(tasks, np.zeros(D, bool), meta=meta)
     paper_post, _ = paper.condition(X, y + shift, np.random.default_rng(0))
     far = np.array([[0.02, 0.98], [0.98, 0.02]])
@@ -463,10 +469,33 @@ def test_a_fitted_offset_grows_only_when_the_target_sits_at_another_level(setup)
         - (truth * shifted.scale + shifted.ybar - paper.ybar) / paper.scale
     )
     assert err.mean() < 0.5 * paper_err.mean()
-    # the state round trip keeps the fitted offset
+    # the state round trip keeps the fitted offset; a model of the other form ignores it
     again = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="fit")
     again.load_state(shifted.state())
     assert again.params.offset_variance == pytest.approx(c**2)
+    fixed = ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset=0.5)
+    fixed.load_state(shifted.state())
+    assert fixed.params is None
+    # a later refit without prior restarts starts from the fitted offset and keeps its form
+    shifted.restart_every, shifted.restart_growth = 10**6, 0.0
+    shifted.condition(
+        np.vstack([X, X[:1] * 0.5]), np.r_[y, y[:1]] + shift, np.random.default_rng(1)
+    )
+    assert shifted.params.offset_variance is not None and shifted.params.offset_variance > 0.25
+    # the weights' Laplace standard errors come from the weights' rows of the Hessian, not the
+    # offset's: the inverse Hessian over every free coordinate, its weight entries
+    se = shifted.weight_summary()["weight_se"]
+    U, S = meta.mean(shifted._last_X), meta.cov(shifted._last_X, shifted._last_X)
+    z = (shifted._last_y - shifted.ybar) / shifted.scale
+    obj = _TestObjective(
+        U, S, shifted._last_X, z, np.zeros(D, bool), shifted.ybar, shifted.scale, fit_offset=True
+    )
+    H = torch.autograd.functional.hessian(
+        lambda r: obj(r[None])[0], torch.from_numpy(shifted.params.to_raw())
+    ).numpy()
+    var = np.diagonal(np.linalg.inv(0.5 * (H + H.T)))[D + 2 : D + 2 + len(tasks)]
+    expect = np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
+    np.testing.assert_allclose(list(se.values()), expect, rtol=1e-6)
 
 
 def test_target_offset_fit_is_an_option(setup):
@@ -474,12 +503,13 @@ def test_target_offset_fit_is_an_option(setup):
     from headstart.exceptions import InvalidSettingError
 
     assert ScaMLOptions(target_offset="fit").target_offset == "fit"
-    for bad in ("fitted", None, float("nan")):
+    assert ScaMLOptions(target_offset=np.float32(0.5)).target_offset == 0.5
+    tasks, meta, *_ = setup
+    for bad in ("fitted", "Fit", None, True, -0.5, 1e3, float("nan"), float("inf")):
         with pytest.raises(InvalidSettingError, match="'fit' or a finite number"):
             ScaMLOptions(target_offset=bad)
-    tasks, meta, *_ = setup
-    with pytest.raises(ValueError, match="'fit' or a number"):
-        ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset="Fit")
+        with pytest.raises(InvalidSettingError, match="'fit' or a finite number"):
+            ScaML(tasks, np.zeros(D, bool), meta=meta, target_offset=bad)
 
 
 def test_a_fitted_target_offset_goes_through_create_study_and_the_report(setup):

@@ -25,7 +25,7 @@ from headstart._methods.registry import (
 )
 from headstart._transfer import defaults
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
-from headstart._transfer.defaults import SCAML_MAX_TARGET_OFFSET as MAX_TARGET_OFFSET
+from headstart._transfer.defaults import check_target_offset
 from headstart.exceptions import InvalidSettingError
 
 
@@ -75,14 +75,7 @@ class ScaMLOptions(MethodOptions):
         check_number("prune_threshold", self.prune_threshold, low=0.0)
         check_number("screening_points", self.screening_points, low=1, integer=True)
         check_number("handover_margin", self.handover_margin, low=0.0)
-        if not (isinstance(self.target_offset, str) and self.target_offset == "fit"):
-            try:
-                check_number("target_offset", self.target_offset, low=0.0, high=MAX_TARGET_OFFSET)
-            except InvalidSettingError:
-                raise InvalidSettingError(
-                    f"target_offset must be 'fit' or a finite number >= 0 and <= "
-                    f"{MAX_TARGET_OFFSET:g}; got {self.target_offset!r}."
-                ) from None
+        check_target_offset(self.target_offset)
         check_bool("handover", self.handover)
         if self.handover_mode not in HANDOVER_MODES:
             raise InvalidSettingError(

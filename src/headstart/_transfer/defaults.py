@@ -23,6 +23,26 @@ SCAML_HANDOVER_MODE = "switch"
 # target_offset); 0: the paper's model, which has none
 SCAML_TARGET_OFFSET = 0.0
 SCAML_MAX_TARGET_OFFSET = 100.0  # beyond it the offset's prior is flat for every purpose
+
+
+def check_target_offset(value: object) -> None:
+    """Refuse a ``target_offset`` other than ``"fit"`` or a finite number in ``[0, 100]``
+    (``InvalidSettingError``, a ``ValueError``): one check for ``ScaMLOptions`` and ``ScaML``."""
+    import math
+    import numbers
+
+    from headstart.exceptions import InvalidSettingError
+
+    if isinstance(value, str) and value == "fit":
+        return
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and 0.0 <= value <= SCAML_MAX_TARGET_OFFSET):
+        raise InvalidSettingError(
+            f"target_offset must be 'fit' or a finite number >= 0 and <= "
+            f"{SCAML_MAX_TARGET_OFFSET:g} (pooled standard deviations); got {value!r}."
+        )
+
+
 SCAML_SCREENING_POINTS = 1024  # acquisition screening: the reference code's raw_samples (App. C)
 
 # --- RGPE (headstart._transfer.rgpe) ---------------------------------------------------------------

@@ -26,7 +26,8 @@ early on). The meta posteriors are used in raw units and mapped into that space:
 ``m <- (m - ybar) / s``, ``Sigma <- Sigma / s^2``; ``k_t`` lives in the normalized space, hence its
 broad priors. Everything here uses targets to be *maximized*.
 
-**Fit** ([ScaML] Eq. 9). ``theta_t = (ell, s_t, sigma_t^2, w_1..w_M)`` maximizes
+**Fit** ([ScaML] Eq. 9). ``theta_t = (ell, s_t, sigma_t^2, w_1..w_M)`` (and ``c^2`` with
+``target_offset="fit"``, prior as ``s_t``'s; ``c^2 = 0`` before any test data) maximizes
 ``log N(z_t; m(X_t), A) + log p(theta_t)`` with ``mu_m(X_t)`` and ``Sigma_m(X_t, X_t)`` cached, so
 one evaluation costs ``O(M N_t^2 + N_t^3)``. Priors (App. C.5, densities in the parameter itself,
 as GPyTorch applies them): ``ell ~ LogNormal(0.5, 1.5)``, ``s_t ~ LogNormal(-2, 3)``,
@@ -75,11 +76,11 @@ from headstart._transfer.defaults import SCAML_HANDOVER as HANDOVER
 from headstart._transfer.defaults import SCAML_HANDOVER_MARGIN as HANDOVER_MARGIN
 from headstart._transfer.defaults import SCAML_HANDOVER_MODE as HANDOVER_MODE
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
-from headstart._transfer.defaults import SCAML_MAX_TARGET_OFFSET as MAX_TARGET_OFFSET
 from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
 from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
 from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
 from headstart._transfer.defaults import SCAML_SCREENING_POINTS as SCREENING_POINTS
+from headstart._transfer.defaults import check_target_offset
 from headstart._transfer.metafit import fit_meta_gps
 from headstart.exceptions import ModelFittingError
 
@@ -110,6 +111,8 @@ class ScaMLParams:
         lengthscales: ``d`` lengthscales of the residual kernel ``k_t``.
         outputscale: Signal variance of ``k_t`` (normalized units).
         noise: Test noise variance ``sigma_t^2`` (normalized units).
+        offset_variance: A fitted offset's variance ``c^2`` (``ScaML(target_offset="fit")``;
+            normalized units), ``None`` when it is not a parameter.
     """
 
     weights: np.ndarray
@@ -451,8 +454,8 @@ class _TestObjective:
         r"""The objective of ``b`` raw vectors and its gradient, in closed form (no autograd).
 
         With ``A = s_t E + sum_m w_m^2 S_m + sigma_t^2 I + c^2 1 1^T`` (``E = exp(-r^2 / 2)``;
-        ``c^2`` the fixed offset variance, which has no gradient, so ``P`` below uses ``E``'s
-        part only), the residual
+        ``c^2`` the offset variance, fixed or fitted; ``P`` below uses ``E``'s part only), the
+        residual
         ``r = z_t - m(X_t)``, ``alpha = A^{-1} r`` and ``W = A^{-1} - alpha alpha^T`` (R&W Eq.
         5.9, as :func:`headstart._transfer.metafit.neg_log_posterior_and_grad`):
 
@@ -523,12 +526,17 @@ def _bounds(d: int, M: int, deterministic: bool, fit_offset: bool = False) -> np
 
 
 def prior_starts(
-    n: int, d: int, M: int, rng: np.random.Generator, bounds: np.ndarray
+    n: int,
+    d: int,
+    M: int,
+    rng: np.random.Generator,
+    bounds: np.ndarray,
+    fit_offset: bool = False,
 ) -> np.ndarray:
-    """``n`` raw starting vectors drawn from the hyperpriors, clipped to the bounds (a fitted
-    offset's ``log c^2`` from ``s_t``'s prior, when ``bounds`` has its row)."""
+    """``n`` raw starting vectors drawn from the hyperpriors, clipped to the bounds (with
+    ``fit_offset``, a last column ``log c^2`` from ``s_t``'s prior)."""
     parts = [SCAML_TEST_HYPERPRIOR.sample_log(rng, (n,), d), rng.gamma(1.0, 1.0, (n, M))]
-    if len(bounds) > d + 2 + M:
+    if fit_offset:
         parts.append(SCAML_TEST_HYPERPRIOR.outputscale.sample_log(rng, (n, 1)))
     return np.clip(np.concatenate(parts, axis=1), bounds[:, 0], bounds[:, 1])
 
@@ -579,7 +587,7 @@ def fit_test_params(
     if n == 0:
         return init, float("nan"), ybar, scale
     warm = [init]
-    same_form = previous is not None and (previous.offset_variance is None) != fit_offset
+    same_form = previous is not None and (previous.offset_variance is not None) == fit_offset
     if previous is not None and same_form and len(previous.lengthscales) == d:
         warm = [
             ScaMLParams(
@@ -600,7 +608,7 @@ def fit_test_params(
     )  # fmt: skip
     bounds = _bounds(d, M, deterministic, fit_offset)
     warm_raw = np.clip(np.stack([p.to_raw() for p in warm]), bounds[:, 0], bounds[:, 1])
-    x0 = np.concatenate([warm_raw, prior_starts(n_prior_starts, d, M, rng, bounds)])
+    x0 = np.concatenate([warm_raw, prior_starts(n_prior_starts, d, M, rng, bounds, fit_offset)])
 
     def fun(_: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # per-observation objective, as BoTorch's ExactMarginalLogLikelihood: tolerances then
@@ -688,14 +696,8 @@ class ScaML(TransferSurrogate):
         self.restart_growth = max(float(restart_growth), 0.0)
         self.fit_factr = float(fit_factr)
         self.screening_points = int(screening_points)
-        self.fit_offset = isinstance(target_offset, str) and target_offset == "fit"
-        if not self.fit_offset and not (
-            isinstance(target_offset, (int, float)) and 0.0 <= target_offset <= MAX_TARGET_OFFSET
-        ):  # also refuses NaN
-            raise ValueError(
-                f"target_offset must be 'fit' or a number in [0, {MAX_TARGET_OFFSET:g}] (pooled "
-                f"standard deviations); got {target_offset!r}."
-            )
+        check_target_offset(target_offset)
+        self.fit_offset = target_offset == "fit"
         self.offset_variance = 0.0 if self.fit_offset else float(target_offset) ** 2
         self._n_at_restart = -(10**9)
         self.is_cat = np.asarray(is_cat, dtype=bool)
@@ -793,9 +795,11 @@ class ScaML(TransferSurrogate):
         return posterior, z_t
 
     def _offset_variance(self, params: ScaMLParams) -> float:
-        """``c^2``: fitted (``target_offset="fit"``) or fixed."""
+        """``c^2``: fitted (``target_offset="fit"``; 0 before any test data) or fixed."""
         fitted = params.offset_variance
-        return float(fitted) if self.fit_offset and fitted is not None else self.offset_variance
+        if not self.fit_offset:
+            return self.offset_variance
+        return float(fitted) if fitted is not None and len(self._last_y) else 0.0
 
     def _initial(self) -> ScaMLParams:
         return ScaMLParams.initial(len(self.names), len(self.is_cat), fit_offset=self.fit_offset)
@@ -880,8 +884,9 @@ class ScaML(TransferSurrogate):
         ``c`` (normalized units) and, with the hand-over, the target-only GP's weight in the last
         suggestion (0 or 1 when switching)."""
         out = {**super().diagnostics(), **self.weight_summary()}
-        if self.fit_offset:
-            out["target_offset"] = math.sqrt(self._offset_variance(self.params or self._initial()))
+        if self.fit_offset:  # None until a fit on test data
+            fitted = self.params is not None and len(self._last_y)
+            out["target_offset"] = math.sqrt(self._offset_variance(self.params)) if fitted else None
         if self.handover:
             out["target_gp_weight"] = self.target_gp_weight
         return out
@@ -896,13 +901,16 @@ class ScaML(TransferSurrogate):
         if self.params is None:
             return {}
         state = {"params": self.params.to_raw().tolist(), "n_at_restart": self._n_at_restart}
+        if self.fit_offset:  # the raw vector's last entry is log c^2, not a weight
+            state["fit_offset"] = True
         if self._plain is not None and self._plain.state():
             state["target_gp"] = self._plain.state()
         return state
 
     def load_state(self, state: dict) -> None:
         raw = np.asarray(state.get("params", []), dtype=np.float64)
-        if len(raw) == len(self._initial().to_raw()):
+        same_form = bool(state.get("fit_offset", False)) == self.fit_offset
+        if same_form and len(raw) == len(self._initial().to_raw()):
             self.params = ScaMLParams.from_raw(raw, len(self.is_cat), fit_offset=self.fit_offset)
             self._n_at_restart = int(state.get("n_at_restart", self._n_at_restart))
         if isinstance(state.get("target_gp"), dict):

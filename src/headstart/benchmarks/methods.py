@@ -912,7 +912,7 @@ register_method(
 register_method(
     "headstart-scaml-offset-fit",
     TransferVariant("scaml", (("target_offset", "fit"),)),
-    description="headstart ScaML-GP with target_offset='fit' (offset variance by MAP; issue 31)",
+    description="headstart ScaML-GP with target_offset='fit' (offset variance by MAP; issues 31, 34)",
 )
 register_method(
     "headstart-scaml-lcbwinner",
