@@ -432,3 +432,47 @@ def test_version_5_storage_gains_values_and_constraints_on_open(tmp_path):
     assert done.values == (2.0, -1.5) and done.constraints == (0.0, 3.0)
     again = Storage(f"sqlite:///{path}").get_trial(trial.trial_id)
     assert again.values == (2.0, -1.5) and again.constraints == (0.0, 3.0)
+
+
+def _chained_rollback_error():
+    """What surfaced in CI when PostgreSQL restarted mid-query: the socket closed, the rollback
+    SQLAlchemy then ran on that connection failed with a state error of its own (raised while
+    handling the first), and SQLAlchemy wrapped that one."""
+    from sqlalchemy.exc import OperationalError
+
+    busy = "sending query failed: another command is already in progress"
+    try:
+        try:
+            raise OperationalError("SELECT 1", {}, Exception("connection socket closed"))
+        except OperationalError:
+            try:
+                raise RuntimeError(busy)  # the driver's error, its context the lost socket
+            except RuntimeError as driver:
+                raise OperationalError("ROLLBACK", {}, driver) from driver
+    except OperationalError as error:
+        return error
+
+
+def test_a_rollback_error_raised_while_losing_the_connection_is_a_disconnect():
+    from sqlalchemy.exc import OperationalError
+
+    from headstart.storage._connection import _is_disconnect
+
+    assert _is_disconnect(_chained_rollback_error())
+    assert not _is_disconnect(OperationalError("SELECT", {}, Exception("syntax error at or near")))
+    assert _is_disconnect(OperationalError("SELECT", {}, Exception("connection socket closed")))
+
+
+def test_retrying_rides_out_the_chained_rollback_error(monkeypatch):
+    monkeypatch.setenv("HEADSTART_STORAGE_RETRY_SECONDS", "5")
+    storage = get_storage(None)
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) == 1:
+            raise _chained_rollback_error()
+        return "read"
+
+    assert storage._retrying(flaky, "Reading from") == "read"
+    assert len(calls) == 2

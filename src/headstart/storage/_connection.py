@@ -64,16 +64,31 @@ _TRANSIENT = (  # a server restarting, failing over or briefly unreachable: retr
     "ssl syscall error",
     "consuming input failed",
     "server conn crashed",
+    "socket closed",  # psycopg 3: "connection socket closed"
 )
 
 
-def _is_disconnect(error: Exception) -> bool:
+def _is_disconnect(error: BaseException) -> bool:
     """Whether ``error`` is a lost, refused or not-yet-accepted connection (worth a retry after a
-    short wait): a server restarting says "starting up" / "shutting down", then refuses."""
-    if getattr(error, "connection_invalidated", False):
-        return True
-    text = str(error).lower()
-    return any(key in text for key in _TRANSIENT)
+    short wait): a server restarting says "starting up" / "shutting down", then refuses.
+
+    The causes and contexts count too: when the socket closes mid-query, SQLAlchemy's rollback
+    on that connection fails with an error of its own ("another command is already in
+    progress"), raised while handling the lost connection, and that is the one that surfaces.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException] = [error]
+    while todo:
+        link = todo.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        if getattr(link, "connection_invalidated", False):
+            return True
+        if any(key in str(link).lower() for key in _TRANSIENT):
+            return True
+        todo.extend(e for e in (link.__cause__, link.__context__) if e is not None)
+    return False
 
 
 def _retry_seconds() -> float:
