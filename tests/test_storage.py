@@ -463,6 +463,27 @@ def test_a_rollback_error_raised_while_losing_the_connection_is_a_disconnect():
     assert _is_disconnect(OperationalError("SELECT", {}, Exception("connection socket closed")))
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "server closed the connection unexpectedly",
+        "connection socket closed",
+        "could not receive data from server: Connection reset by peer",
+        "could not send data to server: Broken pipe",
+        "no connection to the server",
+        "SSL connection has been closed unexpectedly",
+        "the connection is lost",
+        "FATAL: the database system is starting up",
+    ],
+)
+def test_libpq_messages_of_a_lost_connection_are_disconnects(message):
+    from sqlalchemy.exc import OperationalError
+
+    from headstart.storage._connection import _is_disconnect
+
+    assert _is_disconnect(OperationalError("SELECT 1", {}, Exception(message)))
+
+
 def test_retrying_rides_out_the_chained_rollback_error(monkeypatch):
     monkeypatch.setenv("HEADSTART_STORAGE_RETRY_SECONDS", "5")
     storage = get_storage(None)

@@ -65,6 +65,12 @@ _TRANSIENT = (  # a server restarting, failing over or briefly unreachable: retr
     "consuming input failed",
     "server conn crashed",
     "socket closed",  # psycopg 3: "connection socket closed"
+    # libpq's words for a connection lost mid-exchange
+    "could not receive data from server",
+    "could not send data to server",
+    "no connection to the server",
+    "ssl connection has been closed unexpectedly",
+    "connection is lost",
 )
 
 
