@@ -125,27 +125,16 @@ def unknown_options_message(
 
 
 def check_number(
-    label: str,
-    value: Any,
-    *,
-    low: float | None = None,
-    integer: bool = False,
-    above: bool = False,
-    high: float | None = None,
+    label: str, value: Any, *, low: float | None = None, integer: bool = False, above: bool = False
 ) -> None:
-    """Refuse ``value`` unless it is a finite number (an integer) ``>= low`` (``> low``) and
-    ``<= high``."""
+    """Refuse ``value`` unless it is a finite number (an integer) ``>= low`` (``> low``)."""
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     ok = isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
     if ok and low is not None:
         ok = value > low if above else value >= low
-    if ok and high is not None:
-        ok = value <= high
     if not ok:
         what = "an integer" if integer else "a finite number"
         bound = "" if low is None else f" {'>' if above else '>='} {low:g}"
-        if high is not None:
-            bound += f"{' and' if bound else ''} <= {high:g}"
         raise InvalidSettingError(f"{label} must be {what}{bound}; got {value!r}.")
 
 

@@ -467,7 +467,8 @@ class _TestObjective:
         (``u_m`` the normalized meta mean at ``X_t``; the last 1 is the Gamma(1, 1) prior), minus
         the hyperprior's gradient. A fitted offset (``fit_offset``) adds
         ``d / d log c^2 = 1/2 c^2 sum_ik W_ik`` and its prior's gradient. Autograd through the
-        batched Cholesky costs more than the factorization itself; the values equal :meth:`__call__` (tested).
+        batched Cholesky costs more than the factorization itself; the values equal
+        :meth:`__call__` (tested).
         """
         d = self.d
         log_ell, log_s, log_noise = raw[:, :d], raw[:, d], raw[:, d + 1]
@@ -505,14 +506,15 @@ class _TestObjective:
             + 1.0
         )
         parts = [g_ell, g_s[:, None], g_noise[:, None], g_w]
-        value = nll - self.prior.log_prob(log_ell, log_s, log_noise) + w.sum(-1)
+        log_prior, g_prior = self.prior.value_and_grad(log_ell, log_s, log_noise)  # one pass
+        value = nll - log_prior + w.sum(-1)
         if self.fit_offset:
             v_c, g_prior_c = self.prior.outputscale.value_and_grad(raw[:, -1])
             g_c = 0.5 * torch.exp(raw[:, -1]) * W.sum((-2, -1)) - g_prior_c
             parts.append(g_c[:, None])
             value = value - v_c
         grad = torch.cat(parts, dim=-1)
-        grad[:, : d + 2] -= self.prior.grad(log_ell, log_s, log_noise)
+        grad[:, : d + 2] -= g_prior
         return value, grad
 
 
