@@ -42,7 +42,14 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from headstart._engine.acquisition import _C1, Criterion, _log1mexp, log_ei_and_grad, log_h
+from headstart._engine.acquisition import (
+    _C1,
+    SCREEN_CHUNK,
+    Criterion,
+    _log1mexp,
+    log_ei_and_grad,
+    log_h,
+)
 from headstart._engine.prior_weight import PriorWeight
 from headstart._engine.protocols import Posterior
 
@@ -349,11 +356,12 @@ class MultiOutputCriterion:
         return self._prior_terms.prior_term(X)
 
     def value(self, X: np.ndarray, chunk: int | None = None) -> np.ndarray:
-        """Criterion at ``X`` (``m x d``): returns ``m`` (in chunks of about
+        """Criterion at ``X`` (``m x d``): returns ``m`` (in chunks of at most
+        :data:`~headstart._engine.acquisition.SCREEN_CHUNK` rows and about
         :data:`CHUNK_ELEMENTS` point x box x objective terms)."""
         if chunk is None:
             boxes = 1 if self.cells is None else len(self.cells[0])
-            chunk = max(1, CHUNK_ELEMENTS // (boxes * max(self.k, 1)))
+            chunk = min(SCREEN_CHUNK, max(1, CHUNK_ELEMENTS // (boxes * max(self.k, 1))))
         out = np.empty(X.shape[0])
         for i in range(0, X.shape[0], chunk):
             mean, var = self.posterior.posterior(X[i : i + chunk])
