@@ -598,3 +598,15 @@ def test_gp_same_history_script_smoke(tmp_path):
     rows = (tmp_path / "gp_same_history.csv").read_text().splitlines()
     assert rows[0] == "task,seed,trial,linf,same" and len(rows) > 2
     assert "| branin | 1 |" in (tmp_path / "gp_same_history.md").read_text()
+
+
+@pytest.mark.slow
+def test_screening_chunks_script_smoke(tmp_path):
+    """One round per size, both methods in their own processes: the table, csv and plot."""
+    module = benchmark_script("screening_chunks")
+    module.main(["--sizes", "12", "--rounds", "1", "--out", str(tmp_path)])
+    table = (tmp_path / "screening_chunks.md").read_text()
+    assert "| gp | 12 | 2048 |" in table and "| abrac | 12 |" in table
+    frame = pd.read_csv(tmp_path / "screening_chunks.csv")
+    assert len(frame) == 2 * len(module.CHUNKS) and (frame["median_ms"] > 0).all()
+    assert (tmp_path / "screening_chunks.png").stat().st_size > 5000
