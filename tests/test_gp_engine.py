@@ -591,3 +591,21 @@ def test_a_fit_under_an_extreme_learned_prior_is_not_taken_for_a_failure():
     gp = MaternGP(np.zeros(2, dtype=bool), hyperprior=prior)
     gp.condition(X, np.sin(6 * X[:, 0]), rng)
     assert np.isfinite(gp.last_fit.map_objective) and gp.last_fit.map_objective > 1e10
+
+
+@pytest.mark.parametrize("kind", ["logei", "ei", "pi", "ucb"])
+@pytest.mark.parametrize("with_prior", [False, True])
+def test_criterion_values_do_not_depend_on_the_screening_chunk(kind, with_prior):
+    """The screening asks the posterior ``SCREEN_CHUNK`` rows at a time: the values are those of
+    one call (up to rounding), for every kind, with and without a piBO prior, also when the rows
+    do not divide evenly into chunks (BLAS blocking may differ in the last bits, which tiny linear EI values amplify)."""
+    from headstart._engine.acquisition import SCREEN_CHUNK
+
+    gp = _toy_gp()
+    X = np.random.default_rng(5).random((2 * SCREEN_CHUNK + 37, 2))
+    prior = PriorWeight(lambda Z: -((Z - 0.3) ** 2).sum(1), 0.5) if with_prior else None
+    crit = Criterion(gp, kind, 0.5, prior)
+    whole = crit.value(X, chunk=len(X))
+    for chunk in (SCREEN_CHUNK, 100, 1):
+        np.testing.assert_allclose(crit.value(X, chunk=chunk), whole, rtol=1e-6)
+    np.testing.assert_array_equal(crit.value(X[:0]), np.empty(0))

@@ -260,3 +260,19 @@ def test_engine_before_any_feasible_point_heads_for_feasibility():
     engine = _engine()
     x = engine.suggest_multi(X, np.c_[X[:, 0], c], 1, rng=np.random.default_rng(1))
     assert x[1] > 0.6
+
+
+def test_multi_output_values_do_not_depend_on_the_chunk():
+    from headstart._engine.acquisition import SCREEN_CHUNK
+
+    posts = StackedPosterior(
+        [_Quadratic([0.2, 0.3]), _Quadratic([0.8, 0.7]), _Quadratic([0.5, 0.5])]
+    )
+    front = np.array([[-0.3, -0.2], [-0.1, -0.5]])
+    crit = MultiOutputCriterion(
+        posts, 2, np.array([-0.05]), cells=hypercells(front, infer_reference(front, 2))
+    )
+    X = np.random.default_rng(6).random((SCREEN_CHUNK + 3, 2))
+    whole = crit.value(X, chunk=len(X))
+    for chunk in (None, 7):
+        np.testing.assert_allclose(crit.value(X, chunk=chunk), whole, rtol=1e-9)

@@ -146,11 +146,11 @@ def log_softplus(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 KINDS = ("logei", "ei", "pi", "ucb")
 # Rows per posterior call when a criterion is evaluated without gradient (the acquisition search's
-# 2,048-point screening). Posteriors build a few ``rows x n`` temporaries per call; at 512 rows
-# they stay small enough to be reused by the allocator and held in cache. Screening 2,048 points
-# took 8.7-11 ms in one call and 4.4-5.7 ms in 512-row calls (ABRAC with its residual, n = 500,
-# 100 exact points), 9.7 and 4.6 ms (GP-BO, n = 100), 34-45 and 29-30 ms (GP-BO, n = 500);
-# 256 rows measured alike, 128 slower at n = 100 (issue 32, item 4).
+# 2,048-point screening; posteriors are row-independent, so the values do not depend on it). Each
+# call builds a few ``rows x n`` temporaries; at 512 rows they stay small enough for the cache and
+# the allocator's reuse. In fresh processes 512 was the fastest of 4,096 / 1,024 / 512 / 256 rows,
+# or close to it, for GP-BO and ABRAC at n = 50-500 (``docs/benchmarks/screening_chunks.md``;
+# issue 32, item 4).
 SCREEN_CHUNK = 512
 _LINEAR_KINDS = ("ei", "pi")  # multiplied by pi^gamma in linear space, as written in Eq. 6
 

@@ -356,8 +356,8 @@ class MultiOutputCriterion:
         return self._prior_terms.prior_term(X)
 
     def value(self, X: np.ndarray, chunk: int | None = None) -> np.ndarray:
-        """Criterion at ``X`` (``m x d``): returns ``m`` (in chunks of at most
-        :data:`~headstart._engine.acquisition.SCREEN_CHUNK` rows and about
+        """Criterion at ``X`` (``m x d``): returns ``m`` (in chunks of ``chunk`` rows if given,
+        else of at most :data:`~headstart._engine.acquisition.SCREEN_CHUNK` rows and about
         :data:`CHUNK_ELEMENTS` point x box x objective terms)."""
         if chunk is None:
             boxes = 1 if self.cells is None else len(self.cells[0])

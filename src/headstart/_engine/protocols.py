@@ -46,7 +46,8 @@ class Posterior(Protocol):
     includes_noise: bool
 
     def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Marginal mean and variance at ``X`` (``m x d``): ``(m, m)``, variance ``>= 1e-12``."""
+        """Marginal mean and variance at ``X`` (``m x d``): ``(m, m)``, variance ``>= 1e-12``;
+        row ``i`` depends on ``X[i]`` only (the search asks for its screening in chunks)."""
         ...
 
     def posterior_and_grad(
