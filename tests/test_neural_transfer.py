@@ -420,3 +420,50 @@ def test_local_points_must_be_a_positive_integer_or_none(bad):
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     with pytest.raises(InvalidSettingError, match="local_points"):
         hs.create_study("s", space, storage=None, method="abrac", local_points=bad)
+
+
+@pytest.mark.parametrize("bad", ["log", "Yeo-Johnson", None, 1])
+def test_output_warp_must_be_a_known_warp_and_nothing_is_stored(tmp_path, bad):
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    with pytest.raises(hs.InvalidSettingError, match="output_warp"):
+        hs.create_study("s", space, storage=url, method="abrac", output_warp=bad)
+    assert hs.storage.get_storage(url).list_studies() == []
+    with pytest.raises(ValueError, match="output_warp"):
+        NeuralTransfer(_forrester_tasks(), np.zeros(1, bool), output_warp=bad)
+
+
+@pytest.mark.parametrize("warp", ["yeo-johnson", "copula"])
+def test_output_warp_maps_the_targets_the_fits_see_and_keeps_their_order(warp):
+    """The head and the residual GP fit ``warp_targets(y)`` (a long tail pulled in), returned
+    as the model's targets (the engine's incumbent is their maximum: the same trial)."""
+    from headstart._gp.warping import warp_targets
+
+    tasks = _forrester_tasks()
+    rng = np.random.default_rng(3)
+    X = rng.random((12, 1))
+    y = np.exp(6.0 * X[:, 0])  # a long upper tail (maximized)
+    y[4] = -50.0  # and a diverged run in the lower one
+    plain = NeuralTransfer(tasks, np.zeros(1, bool), seed=0)
+    warped = NeuralTransfer(tasks, np.zeros(1, bool), seed=0, net=plain.net, output_warp=warp)
+    post, y_model = warped.condition(X, y, rng)
+    np.testing.assert_array_equal(y_model, warp_targets(y, warp))
+    assert np.argmax(y_model) == np.argmax(y) and np.argmin(y_model) == np.argmin(y)
+    _, y_plain = plain.condition(X, y, rng)
+    from scipy.stats import skew
+
+    assert abs(skew(y_model)) < abs(skew(y_plain))  # the tail comes in
+    mean, var = post.posterior(X)
+    assert np.isfinite(mean).all() and (var > 0).all()
+
+
+def test_output_warp_runs_through_a_study():
+    frames = [
+        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
+    ]
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study(
+        "w", space, storage=None, method="abrac", transfer_from=frames, output_warp="copula", seed=1
+    )
+    study.optimize(lambda p: float(np.exp(5 * p["x"])), n_trials=6)
+    assert len(study.trials) == 6 and study.best_value == min(t.value for t in study.trials)

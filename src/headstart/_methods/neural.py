@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from headstart._methods.gp import OUTPUT_WARPS
 from headstart._methods.registry import (
     BuildContext,
     MethodOptions,
@@ -41,15 +42,23 @@ class NeuralOptions(MethodOptions):
             ``residual=False``) are refitted once the data have grown by 5%. ``None``: exact
             and fitted as below that size at every size (slower: an ``n x n`` matrix per
             suggestion).
+        output_warp: How the target's values are mapped before the head and the residual GP
+            see them: ``"none"`` (standardized), ``"yeo-johnson"`` (HEBO's power transform) or
+            ``"copula"`` (normal scores of the ranks); :mod:`headstart._gp.warping`.
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
     source_mean: bool = False
     local_points: int | None = defaults.NEURAL_LOCAL_POINTS
+    output_warp: str = defaults.NEURAL_OUTPUT_WARP
 
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
         check_bool("source_mean", self.source_mean)
+        if self.output_warp not in OUTPUT_WARPS:
+            raise InvalidSettingError(
+                f"output_warp must be one of {OUTPUT_WARPS}; got {self.output_warp!r}."
+            )
         n = self.local_points
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise InvalidSettingError(
@@ -62,7 +71,7 @@ class ABRACOptions(NeuralOptions):
     r"""Options of ``method="abrac"``.
 
     Attributes:
-        residual, source_mean, local_points: As :class:`NeuralOptions`.
+        residual, source_mean, local_points, output_warp: As :class:`NeuralOptions`.
         ard: One precision per basis function in the head, over the leading ``active`` ones
             (the paper's ARD head). Off by default: one precision for every basis function, as
             ABLR's head (beside the residual GP it was better in the first trials of the papers'

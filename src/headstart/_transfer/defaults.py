@@ -68,6 +68,8 @@ ABRAC_ARD = False
 # the head's and the residual's hyperparameters are refitted once the data have grown by
 # NEURAL_REFIT_GROWTH since the last fit (conditioned at the last fit's values in between)
 NEURAL_LOCAL_POINTS = 100
+# the target's values before the neural methods' fits: see headstart._gp.warping (issue 32)
+NEURAL_OUTPUT_WARP = "none"
 NEURAL_REFIT_GROWTH = 0.05
 NEURAL_TRUNCATION = "uniform"  # nested dropout's truncation distribution
 NEURAL_BASES = ("nested", "ablr", "plain")  # how the basis is trained (features.train_features)

@@ -52,11 +52,13 @@ import numpy as np
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._gp.surrogate import default_refit_due
+from headstart._gp.warping import OUTPUT_WARPS, warp_targets
 from headstart._transfer.blr import BLRFit, ard_theta, blr_at, fit_blr, theta_of
 from headstart._transfer.defaults import (
     NEURAL_ACTIVE,
     NEURAL_BASES,
     NEURAL_LOCAL_POINTS,
+    NEURAL_OUTPUT_WARP,
     NEURAL_REFIT_GROWTH,
     NEURAL_RESIDUAL,
     NEURAL_TRUNCATION,
@@ -180,6 +182,8 @@ class NeuralTransfer:
         local_points: Past this many observations the residual GP is exact only among the
             ones nearest the incumbent, and the hyperparameters refit on a schedule (module
             docstring); ``None``: exact and refitted at every size.
+        output_warp: The map of the target's values before the fits (:mod:`headstart._gp.
+            warping`): ``"none"`` (standardized), ``"yeo-johnson"`` or ``"copula"``.
     """
 
     informative_prior = False
@@ -200,9 +204,13 @@ class NeuralTransfer:
         residual: bool = NEURAL_RESIDUAL,
         source_mean: bool = False,
         local_points: int | None = NEURAL_LOCAL_POINTS,
+        output_warp: str = NEURAL_OUTPUT_WARP,
     ) -> None:
         if basis not in NEURAL_BASES:
             raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
+        if output_warp not in OUTPUT_WARPS:
+            raise ValueError(f"output_warp must be one of {OUTPUT_WARPS}; got {output_warp!r}.")
+        self.output_warp = output_warp
         self.meta_tasks = list(meta_tasks)
         self.is_cat = np.asarray(is_cat, dtype=bool)
         self.basis, self.ard, self.active = basis, bool(ard), active
@@ -238,7 +246,7 @@ class NeuralTransfer:
 
     def condition(self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator):
         check_training_data(train_X, train_y)
-        y_model = standardize(train_y)[0]
+        y_model = warp_targets(train_y, self.output_warp)  # "none": standardized
         r = self.n_active(len(y_model))
         F = self.net.features(train_X)
         Phi = F[:, :r]

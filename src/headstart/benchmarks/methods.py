@@ -438,6 +438,10 @@ run_headstart_ablr_residual_mean = _neural_method(
 run_headstart_abrac_residual_exact = _neural_method(
     "abrac", "-residual-exact", residual=True, local_points=None
 )
+# ... with the target's values through the Yeo-Johnson transform (output_warp; issue 32)
+run_headstart_abrac_residual_yj = _neural_method(
+    "abrac", "-residual-yj", residual=True, output_warp="yeo-johnson"
+)
 # ... with the noise learned, as a user who sets nothing gets it (GP-BO's arm runs so too)
 run_headstart_abrac_residual_noisy = _neural_method(
     "abrac", "-residual-noisy", residual=True, deterministic=False
@@ -835,6 +839,7 @@ register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_me
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-abrac-residual-exact", run_headstart_abrac_residual_exact)
 register_method("headstart-abrac-residual-noisy", run_headstart_abrac_residual_noisy)
+register_method("headstart-abrac-residual-yj", run_headstart_abrac_residual_yj)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-auto", run_headstart_mphd_auto)
 register_method("headstart-mphd-auto-default-noise", run_headstart_mphd_auto_default_noise)
