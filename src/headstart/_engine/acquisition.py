@@ -148,9 +148,10 @@ KINDS = ("logei", "ei", "pi", "ucb")
 # Rows per posterior call when a criterion is evaluated without gradient (the acquisition search's
 # 2,048-point screening; posteriors are row-independent, so the values do not depend on it). Each
 # call builds a few ``rows x n`` temporaries; at 512 rows they stay small enough for the cache and
-# the allocator's reuse. In fresh processes 512 was the fastest of 4,096 / 1,024 / 512 / 256 rows,
-# or close to it, for GP-BO and ABRAC at n = 50-500 (``docs/benchmarks/screening_chunks.md``;
-# issue 32, item 4).
+# the allocator's reuse. In fresh processes 512 was the fastest of 4,096 / 1,024 / 512 / 256 rows
+# (or within 2% of it) for GP-BO and ABRAC at n = 100-500, 22-36% faster than 4,096 (GP-BO at
+# n = 500: 38 against 49 ms), and 0.2-0.4 ms slower than 4,096 at n = 50
+# (``docs/benchmarks/screening_chunks.md``; issue 32, item 4).
 SCREEN_CHUNK = 512
 _LINEAR_KINDS = ("ei", "pi")  # multiplied by pi^gamma in linear space, as written in Eq. 6
 
