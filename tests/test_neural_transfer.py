@@ -467,3 +467,60 @@ def test_output_warp_runs_through_a_study():
     )
     study.optimize(lambda p: float(np.exp(5 * p["x"])), n_trials=6)
     assert len(study.trials) == 6 and study.best_value == min(t.value for t in study.trials)
+
+
+def test_auto_warp_keeps_the_model_of_higher_evidence_for_the_observed_values():
+    """``output_warp="auto"`` fits both targets and keeps the one whose evidence, plus the warp's
+    log Jacobian and minus ``log(n) / 2``, is higher: the targets and posterior are then exactly
+    those of that fixed warp; a heavy tail (a few values 30x the rest) picks Yeo-Johnson, a
+    smooth target the standardized values. The choice is kept until the next fit from every
+    start, and survives ``state()`` / ``load_state()``."""
+    from headstart._gp.warping import yeo_johnson_targets
+
+    tasks = _forrester_tasks()
+    rng = np.random.default_rng(2)
+    X = rng.random((14, 1))
+    smooth = np.sin(6 * X[:, 0])
+    heavy = -np.exp(8 * X[:, 0])  # maximized: a long lower tail
+    plain = NeuralTransfer(tasks, np.zeros(1, bool), seed=0)
+    picks = {}
+    for name, y in (("smooth", smooth), ("heavy", heavy)):
+        auto = NeuralTransfer(tasks, np.zeros(1, bool), net=plain.net, output_warp="auto")
+        post, y_model = auto.condition(X, y, rng)
+        picks[name] = auto._warp_choice
+        scores = auto._warp_scores
+        assert set(scores) == {"none", "yeo-johnson"}
+        assert picks[name] == max(scores, key=scores.get)
+        fixed = NeuralTransfer(tasks, np.zeros(1, bool), net=plain.net, output_warp=picks[name])
+        post_f, y_f = fixed.condition(X, y, rng)
+        np.testing.assert_array_equal(y_model, y_f)
+        for a, b in zip(post.posterior(X), post_f.posterior(X), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        gap = auto._log_evidence() - fixed._log_evidence()
+        assert gap == pytest.approx(0.0, abs=1e-9)
+        if picks[name] == "yeo-johnson":
+            assert scores["yeo-johnson"] > scores["none"]
+            assert yeo_johnson_targets(y)[1] != 0.0
+    assert picks == {"smooth": "none", "heavy": "yeo-johnson"}
+    # kept between fits from every start, and across a resume
+    auto = NeuralTransfer(tasks, np.zeros(1, bool), net=plain.net, output_warp="auto")
+    auto.condition(X, heavy, rng)
+    auto._warp_choice = "none"  # marks that the next condition does not choose again
+    auto.condition(np.vstack([X, [[0.5]]]), np.append(heavy, -1.0), rng)
+    assert auto._warp_choice == "none"
+    resumed = NeuralTransfer(tasks, np.zeros(1, bool), net=plain.net, output_warp="auto")
+    resumed.load_state(json.loads(json.dumps(auto.state())))
+    assert (resumed._warp_choice, resumed._n_at_choice) == ("none", 14)
+    assert resumed._warp_lambda == auto._warp_lambda != 1.0  # the heavy target's fitted lambda
+
+
+def test_auto_warp_is_an_option_of_the_neural_methods():
+    frames = [
+        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
+    ]
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study(
+        "a", space, storage=None, method="ablr", transfer_from=frames, output_warp="auto", seed=2
+    )
+    study.optimize(lambda p: float(np.exp(8 * p["x"])), n_trials=7)
+    assert len(study.trials) == 7

@@ -72,3 +72,37 @@ def test_the_gp_option_validates_and_reaches_the_surrogate():
         hs.create_study("w2", space, storage=None, method="gp", output_warp="log")
     with pytest.raises(InvalidSettingError, match="is the Matérn GP's"):
         hs.create_study("w3", space, storage=None, output_warp="copula", kernel="SE[0]")
+
+
+@pytest.mark.parametrize("tail", [0.0, 3.0, -3.0])
+def test_yeo_johnsons_log_jacobian_is_the_sum_of_the_maps_slopes(tail):
+    """``yeo_johnson_targets`` returns ``warp_targets(y, "yeo-johnson")`` and ``sum log du/dz``
+    at the fitted lambda (``z`` the standardized ``y``), here by central differences."""
+    from scipy import stats
+
+    from headstart._engine.numerics import standardize
+    from headstart._gp.warping import yeo_johnson, yeo_johnson_targets
+
+    rng = np.random.default_rng(7)
+    y = rng.normal(size=40) + (np.exp(tail * rng.random(40)) if tail else 0.0)
+    u, log_det, fitted = yeo_johnson_targets(y)
+    np.testing.assert_array_equal(u, warp_targets(y, "yeo-johnson"))
+    z = standardize(y)[0]
+    lam = float(np.clip(stats.yeojohnson_normmax(z), -3.0, 5.0))
+    assert fitted == lam
+    again = yeo_johnson_targets(y, lam)  # a given lambda: no refit, the same map
+    np.testing.assert_array_equal(again[0], u)
+    assert again[1:] == (log_det, lam)
+    scale = yeo_johnson(z, lam).std()
+    h = 1e-6
+    slopes = (yeo_johnson(z + h, lam) - yeo_johnson(z - h, lam)) / (2 * h) / scale
+    assert log_det == pytest.approx(float(np.log(slopes).sum()), rel=1e-6, abs=1e-6)
+
+
+def test_yeo_johnsons_log_jacobian_is_zero_where_the_map_falls_back():
+    from headstart._gp.warping import yeo_johnson_targets
+
+    for y in (np.array([1.0, 2.0]), np.full(5, 3.0)):
+        u, log_det, lam = yeo_johnson_targets(y)
+        assert (log_det, lam) == (0.0, 1.0)
+        np.testing.assert_array_equal(u, warp_targets(y, "none"))

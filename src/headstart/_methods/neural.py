@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from headstart._methods.gp import OUTPUT_WARPS
 from headstart._methods.registry import (
     BuildContext,
     MethodOptions,
@@ -44,7 +43,10 @@ class NeuralOptions(MethodOptions):
             suggestion).
         output_warp: How the target's values are mapped before the head and the residual GP
             see them: ``"none"`` (standardized), ``"yeo-johnson"`` (HEBO's power transform) or
-            ``"copula"`` (normal scores of the ranks); :mod:`headstart._gp.warping`.
+            ``"copula"`` (normal scores of the ranks); :mod:`headstart._gp.warping`. ``"auto"``:
+            the standardized or the Yeo-Johnson targets, whichever model has the higher
+            evidence for the observed values (the map's Jacobian counted), chosen again at each
+            fit from every start.
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
@@ -55,9 +57,10 @@ class NeuralOptions(MethodOptions):
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
         check_bool("source_mean", self.source_mean)
-        if self.output_warp not in OUTPUT_WARPS:
+        if self.output_warp not in defaults.NEURAL_OUTPUT_WARPS:
             raise InvalidSettingError(
-                f"output_warp must be one of {OUTPUT_WARPS}; got {self.output_warp!r}."
+                f"output_warp must be one of {defaults.NEURAL_OUTPUT_WARPS}; "
+                f"got {self.output_warp!r}."
             )
         n = self.local_points
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):

@@ -70,6 +70,8 @@ ABRAC_ARD = False
 NEURAL_LOCAL_POINTS = 100
 # the target's values before the neural methods' fits: see headstart._gp.warping (issue 32)
 NEURAL_OUTPUT_WARP = "none"
+# "auto": the standardized or the Yeo-Johnson targets, by their evidence (NeuralTransfer)
+NEURAL_OUTPUT_WARPS = ("none", "yeo-johnson", "copula", "auto")
 NEURAL_REFIT_GROWTH = 0.05
 NEURAL_TRUNCATION = "uniform"  # nested dropout's truncation distribution
 NEURAL_BASES = ("nested", "ablr", "plain")  # how the basis is trained (features.train_features)

@@ -52,13 +52,14 @@ import numpy as np
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
 from headstart._gp.surrogate import default_refit_due
-from headstart._gp.warping import OUTPUT_WARPS, warp_targets
+from headstart._gp.warping import warp_targets, yeo_johnson_targets
 from headstart._transfer.blr import BLRFit, ard_theta, blr_at, fit_blr, theta_of
 from headstart._transfer.defaults import (
     NEURAL_ACTIVE,
     NEURAL_BASES,
     NEURAL_LOCAL_POINTS,
     NEURAL_OUTPUT_WARP,
+    NEURAL_OUTPUT_WARPS,
     NEURAL_REFIT_GROWTH,
     NEURAL_RESIDUAL,
     NEURAL_TRUNCATION,
@@ -208,9 +209,15 @@ class NeuralTransfer:
     ) -> None:
         if basis not in NEURAL_BASES:
             raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
-        if output_warp not in OUTPUT_WARPS:
-            raise ValueError(f"output_warp must be one of {OUTPUT_WARPS}; got {output_warp!r}.")
+        if output_warp not in NEURAL_OUTPUT_WARPS:
+            raise ValueError(
+                f"output_warp must be one of {NEURAL_OUTPUT_WARPS}; got {output_warp!r}."
+            )
         self.output_warp = output_warp
+        self._warp_choice: str | None = None  # output_warp="auto": the warp chosen ...
+        self._n_at_choice = 0  # ... at this many observations
+        self._warp_lambda = 1.0  # ... and its Yeo-Johnson parameter
+        self._warp_scores: dict[str, float] = {}
         self.meta_tasks = list(meta_tasks)
         self.is_cat = np.asarray(is_cat, dtype=bool)
         self.basis, self.ard, self.active = basis, bool(ard), active
@@ -246,7 +253,54 @@ class NeuralTransfer:
 
     def condition(self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator):
         check_training_data(train_X, train_y)
-        y_model = warp_targets(train_y, self.output_warp)  # "none": standardized
+        if self.output_warp != "auto":
+            return self._condition_as(train_X, warp_targets(train_y, self.output_warp))
+        n = len(train_y)
+        if self._warp_choice is not None and not default_refit_due(n, self._n_at_choice):
+            if self._warp_choice == "none":
+                return self._condition_as(train_X, warp_targets(train_y, "none"))
+            y_model = yeo_johnson_targets(train_y, self._warp_lambda)[0]  # lambda as fitted
+            return self._condition_as(train_X, y_model)
+        return self._choose_warp(train_X, train_y)
+
+    def _choose_warp(self, train_X: np.ndarray, train_y: np.ndarray):
+        r"""``output_warp="auto"``: fit the model to the standardized and to the Yeo-Johnson
+        targets, keep the one of higher evidence for the *observed* values -- the fit's log
+        evidence plus the map's log Jacobian (:func:`headstart._gp.warping.
+        yeo_johnson_targets`), minus ``log(n) / 2`` for the fitted ``lambda`` (BIC) -- and keep
+        that choice, and the fitted ``lambda``, until the next fit from every start
+        (``default_refit_due``)."""
+        before = self._fit_state()
+        scores, states, results = {}, {}, {}
+        y_yj, log_det_yj, lam = yeo_johnson_targets(train_y)
+        targets = {"none": (warp_targets(train_y, "none"), 0.0), "yeo-johnson": (y_yj, log_det_yj)}
+        for warp, (y_model, log_det) in targets.items():
+            self._load_fit_state(before)
+            results[warp] = self._condition_as(train_X, y_model)
+            penalty = 0.5 * math.log(len(train_y)) if warp != "none" else 0.0
+            scores[warp] = self._log_evidence() + log_det - penalty
+            states[warp] = self._fit_state()
+        best = max(scores, key=lambda w: (scores[w], w == "none"))  # a tie: no warp
+        self._load_fit_state(states[best])
+        self._warp_choice, self._n_at_choice, self._warp_lambda = best, len(train_y), lam
+        self._warp_scores = scores
+        return results[best]
+
+    def _log_evidence(self) -> float:
+        """The last fit's log evidence of its targets (the residual model's, else the head's)."""
+        return float(self._last.log_evidence) if self.residual else -float(self._head.nll)
+
+    _FIT_ATTRS = ("_n_at_full_fit", "_n_at_fit", "_theta", "_head", "_residual_theta", "_last")
+
+    def _fit_state(self) -> dict[str, Any]:
+        return {a: getattr(self, a) for a in self._FIT_ATTRS}
+
+    def _load_fit_state(self, state: dict[str, Any]) -> None:
+        for a, v in state.items():
+            setattr(self, a, v)
+
+    def _condition_as(self, train_X: np.ndarray, y_model: np.ndarray):
+        """Fit (on the refit schedule) and condition on the model targets ``y_model``."""
         r = self.n_active(len(y_model))
         F = self.net.features(train_X)
         Phi = F[:, :r]
@@ -301,6 +355,9 @@ class NeuralTransfer:
             out["theta"] = self._theta.tolist()
         if self._residual_theta is not None:
             out["residual_theta"] = self._residual_theta.tolist()
+        if self._warp_choice is not None:
+            out["warp_choice"], out["n_at_choice"] = self._warp_choice, self._n_at_choice
+            out["warp_lambda"] = self._warp_lambda
         return out
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -308,10 +365,15 @@ class NeuralTransfer:
             theta = state.get(key)
             if isinstance(theta, list) and all(isinstance(v, int | float) for v in theta):
                 setattr(self, attr, np.asarray(theta, dtype=np.float64))
-        for key in ("n_at_full_fit", "n_at_fit"):
+        for key in ("n_at_full_fit", "n_at_fit", "n_at_choice"):
             count = state.get(key)
             if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
                 setattr(self, f"_{key}", count)
+        if state.get("warp_choice") in ("none", "yeo-johnson"):
+            self._warp_choice = state["warp_choice"]
+        lam = state.get("warp_lambda")
+        if isinstance(lam, int | float) and not isinstance(lam, bool) and math.isfinite(lam):
+            self._warp_lambda = float(lam)
 
     def diagnostics(self) -> dict[str, Any]:
         """Each source's training error, and the head: active basis, precisions, noise."""

@@ -442,6 +442,10 @@ run_headstart_abrac_residual_exact = _neural_method(
 run_headstart_abrac_residual_yj = _neural_method(
     "abrac", "-residual-yj", residual=True, output_warp="yeo-johnson"
 )
+# ... with the warp chosen by the evidence (output_warp="auto")
+run_headstart_abrac_residual_auto = _neural_method(
+    "abrac", "-residual-auto", residual=True, output_warp="auto"
+)
 # ... with the noise learned, as a user who sets nothing gets it (GP-BO's arm runs so too)
 run_headstart_abrac_residual_noisy = _neural_method(
     "abrac", "-residual-noisy", residual=True, deterministic=False
@@ -840,6 +844,7 @@ register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean
 register_method("headstart-abrac-residual-exact", run_headstart_abrac_residual_exact)
 register_method("headstart-abrac-residual-noisy", run_headstart_abrac_residual_noisy)
 register_method("headstart-abrac-residual-yj", run_headstart_abrac_residual_yj)
+register_method("headstart-abrac-residual-auto", run_headstart_abrac_residual_auto)
 register_method("headstart-mphd", run_headstart_mphd)
 register_method("headstart-mphd-auto", run_headstart_mphd_auto)
 register_method("headstart-mphd-auto-default-noise", run_headstart_mphd_auto_default_noise)
