@@ -43,33 +43,37 @@ import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 # -paper: the papers' methods (residual=False; ABRAC's with its ARD head); -residual: the library's
-# default since issue 32 (ABRAC's head: one precision); -residual-ard: with the paper's ARD head;
+# default since issue 32 (ABRAC's head: one precision; the target's warp chosen by the evidence);
+# -residual-nowarp: that default before the warp; -residual-ard: with the paper's ARD head;
 # -residual-all: an ARD head on every basis function from the start; -residual-mean: also
 # source_mean=True
 METHODS = (
     "headstart-abrac-paper,headstart-ablr-paper,headstart-ablr-sgd-fixed,headstart-abrac-residual,"
-    "headstart-ablr-residual,headstart-abrac-residual-ard,headstart-abrac-residual-all,"
+    "headstart-abrac-residual-nowarp,headstart-ablr-residual,headstart-abrac-residual-ard,headstart-abrac-residual-all,"
     "headstart-abrac-residual-mean,"
     "headstart-ablr-residual-mean,"
     "headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
 )
-LONG_METHODS = "headstart-abrac-paper,headstart-abrac-residual,headstart-gp"
+LONG_METHODS = (
+    "headstart-abrac-paper,headstart-abrac-residual,headstart-abrac-residual-nowarp,headstart-gp"
+)
 ABRAC, ABLR = "headstart-abrac-residual", "headstart-ablr-residual"  # the defaults
 BUDGETS = {"forrester-loo": 15, "quadratic-loo": 50}
 TABLES = tuple(f"fcnet-{d}-n1024" for d in ("slice", "protein", "naval", "parkinsons"))
 TABLE_BUDGET, TABLE_SEEDS, TABLE_POINTS = 30, 10, (10, 25)
 # issue 32's list for the tables (the ablation arms are run on request with --table-methods)
 TABLE_METHODS = (
-    "headstart-abrac-residual,headstart-ablr-residual,headstart-abrac-paper,headstart-ablr-paper,"
-    "headstart-ablr-sgd-fixed,headstart-scaml-default,headstart-rgpe,headstart-gp,headstart-random"
+    "headstart-abrac-residual,headstart-abrac-residual-nowarp,headstart-ablr-residual,"
+    "headstart-abrac-paper,headstart-ablr-paper,headstart-ablr-sgd-fixed,headstart-scaml-default,"
+    "headstart-rgpe,headstart-gp,headstart-random"
 )
 # OpenML SVM (HPO-B space 5891, 6 data sets), leave one data set out with 512 configurations per
 # source: the ABRAC paper's SVM study; 12 seeds hold out every data set twice
 SVM_SPACE, SVM_PER_SOURCE, SVM_SEEDS = "5891", 512, 12
 SVM = f"hpob-{SVM_SPACE}-n{SVM_PER_SOURCE}"
 SVM_METHODS = (
-    f"{ABRAC},{ABLR},headstart-abrac-paper,headstart-scaml-default,headstart-rgpe,headstart-gp,"
-    "headstart-random"
+    f"{ABRAC},{ABRAC}-nowarp,{ABLR},headstart-abrac-paper,headstart-scaml-default,headstart-rgpe,"
+    "headstart-gp,headstart-random"
 )
 SEEDS = {"forrester-loo": 20, "quadratic-loo": 10}  # every task held out once or twice / 10 of 30
 CHECKPOINTS = {
@@ -217,7 +221,7 @@ def scaling(counts, n_points: int, out_csv: Path, scaml_max: int = 10**9) -> str
 
 
 EARLY_METHODS = (
-    f"headstart-random,headstart-gp,{ABLR},{ABRAC},headstart-ablr-sgd-fixed"  # the targets' rows
+    f"headstart-random,headstart-gp,{ABLR},{ABRAC},{ABRAC}-nowarp,headstart-ablr-sgd-fixed"
 )
 EARLY_SEEDS, EARLY_BUDGET, EARLY_POINTS = 30, 10, (3, 4, 5, 10)
 

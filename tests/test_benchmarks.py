@@ -621,9 +621,10 @@ def test_abrac_variant_script_compares_a_variant_with_the_committed_rows(tmp_pat
     module = benchmark_script("abrac_variant")
     docs = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
     shutil.copy(docs / "abrac_warp" / "svm_yj.csv.gz", tmp_path)
-    module.main([str(tmp_path), "--arm", "headstart-abrac-residual-yj"])
+    base = ["--base", "headstart-abrac-residual-nowarp"]
+    module.main([str(tmp_path), "--arm", "headstart-abrac-residual-yj", *base])
     text = (tmp_path / "summary.md").read_text()
     assert "| hpob-5891-n512 | 25 | 12 |" in text and "## svm" in text and "## tables" not in text
     ranks = [line for line in text.splitlines() if line.startswith("| headstart-")]
-    assert len(ranks) == 8 and any("abrac-residual-yj" in line for line in ranks)
+    assert len(ranks) == 9 and any("abrac-residual-yj" in line for line in ranks)
     assert module.sign_test(10, 0) < 0.01 and module.sign_test(0, 0) == 1.0
