@@ -524,3 +524,23 @@ def test_auto_warp_is_an_option_of_the_neural_methods():
     )
     study.optimize(lambda p: float(np.exp(8 * p["x"])), n_trials=7)
     assert len(study.trials) == 7
+
+
+def test_the_report_says_when_the_values_were_warped():
+    frames = [
+        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
+    ]
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study("r", space, storage=None, method="abrac", transfer_from=frames, seed=3)
+    study.add_trials([({"x": x}, float(np.exp(9 * x))) for x in np.linspace(0.0, 1.0, 14)])
+    study.ask()
+    report = study.transfer_report()
+    assert report.head["output_warp"] == "yeo-johnson"  # "auto", resolved: a long tail
+    assert "Yeo-Johnson" in report.summary() and report.head["warp_lambda"] != 1.0
+    plain = hs.create_study(
+        "p", space, storage=None, method="abrac", transfer_from=frames, output_warp="none"
+    )
+    plain.add_trials([({"x": x}, float(np.exp(9 * x))) for x in np.linspace(0.0, 1.0, 14)])
+    plain.ask()
+    assert plain.transfer_report().head["output_warp"] == "none"
+    assert "Yeo-Johnson" not in plain.transfer_report().summary()

@@ -40,7 +40,9 @@ class TransferReport:
             basis (root mean squared, standardized values); ``weights`` is then empty.
         head: Neural methods: the target head -- ``active_basis`` (how many of the ordered basis
             functions it uses), ``ard`` (one precision per function, else one for all),
-            ``ard_precisions``, ``noise_variance``; with ``residual=True``,
+            ``ard_precisions``, ``noise_variance``, ``output_warp`` (the map of the target's
+            values; with ``"auto"`` the one chosen, ``warp_lambda`` for Yeo-Johnson); with
+            ``residual=True``,
             ``residual``: the Matérn GP beside it (``outputscale``, ``lengthscales``,
             ``noise_variance``, ``log_evidence`` against the head's ``head_log_evidence``).
         prior: MPHD: parameter -> ``{"prior_mean", "prior_shape", "fitted"}``, the pre-trained
@@ -129,6 +131,11 @@ class TransferReport:
                     f"{self.head['active_basis']} basis functions ({weights}); noise variance "
                     f"{self.head['noise_variance']:.2g}."
                 )
+                if self.head.get("output_warp") == "yeo-johnson":
+                    lam = self.head.get("warp_lambda")
+                    text += " The target's values are fitted through a Yeo-Johnson transform" + (
+                        f" (lambda {lam:.2g})." if lam is not None else "."
+                    )
                 residual = self.head.get("residual")
                 if residual:
                     text += (

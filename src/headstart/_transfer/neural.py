@@ -391,7 +391,10 @@ class NeuralTransfer:
                 "ard": self.ard,  # one precision per basis function, else one for all
                 "ard_precisions": fit.alpha.tolist(),
                 "noise_variance": 1.0 / fit.beta,
+                "output_warp": self._warp_choice or self.output_warp,  # "auto": the choice
             }
+            if self._warp_choice == "yeo-johnson":
+                out["head"]["warp_lambda"] = self._warp_lambda
             if self.residual:
                 post = self._last
                 out["head"]["residual"] = {
