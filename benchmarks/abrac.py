@@ -279,7 +279,7 @@ def early_tables(frame) -> str:
 
 SPEED_METHODS = {  # name: (method, options); the settings of the regret runs
     "headstart-gp": ("gp", {"deterministic": False}),
-    "headstart-abrac-paper": ("abrac", {"residual": False}),
+    "headstart-abrac-paper": ("abrac", {"residual": False, "ard": True, "output_warp": "none"}),
     ABRAC: ("abrac", {"residual": True}),
 }
 

@@ -502,16 +502,38 @@ def test_auto_warp_keeps_the_model_of_higher_evidence_for_the_observed_values():
             assert scores["yeo-johnson"] > scores["none"]
             assert yeo_johnson_targets(y)[1] != 0.0
     assert picks == {"smooth": "none", "heavy": "yeo-johnson"}
-    # kept between fits from every start, and across a resume
+    # chosen again exactly at the fits from every start (default_refit_due), kept in between
+    from headstart._gp.surrogate import default_refit_due
+
     auto = NeuralTransfer(tasks, np.zeros(1, bool), net=plain.net, output_warp="auto")
     auto.condition(X, heavy, rng)
-    auto._warp_choice = "none"  # marks that the next condition does not choose again
-    auto.condition(np.vstack([X, [[0.5]]]), np.append(heavy, -1.0), rng)
-    assert auto._warp_choice == "none"
+    lam = auto._warp_lambda
+    assert lam != 1.0  # the heavy target's fitted lambda
+    X_all, y_all = np.vstack([X, rng.random((12, 1))]), -np.exp(8 * np.vstack([X, X[:12]])[:, 0])
+    for n in range(15, len(y_all) + 1):
+        due = default_refit_due(n, auto._n_at_full_fit)
+        auto._warp_choice = "marked" if due else "yeo-johnson"  # "marked": a choice must follow
+        auto.condition(X_all[:n], y_all[:n], rng)
+        assert auto._warp_choice in ("none", "yeo-johnson")
+        assert due or auto._warp_lambda == lam  # between refits lambda is held
+        lam = auto._warp_lambda
     resumed = NeuralTransfer(tasks, np.zeros(1, bool), net=plain.net, output_warp="auto")
     resumed.load_state(json.loads(json.dumps(auto.state())))
-    assert (resumed._warp_choice, resumed._n_at_choice) == ("none", 14)
-    assert resumed._warp_lambda == auto._warp_lambda != 1.0  # the heavy target's fitted lambda
+    assert (resumed._warp_choice, resumed._warp_lambda) == (auto._warp_choice, auto._warp_lambda)
+    assert resumed._n_at_full_fit == auto._n_at_full_fit
+
+
+def test_auto_warp_with_too_few_values_fits_once_and_chooses_later():
+    tasks = _forrester_tasks()
+    auto = NeuralTransfer(tasks, np.zeros(1, bool), seed=0, output_warp="auto")
+    rng = np.random.default_rng(0)
+    X = rng.random((2, 1))
+    _, y_model = auto.condition(X, np.array([1.0, 50.0]), rng)
+    assert auto._warp_choice is None and auto._warp_scores == {}
+    np.testing.assert_array_equal(y_model, [-1.0, 1.0])
+    X = np.vstack([X, rng.random((4, 1))])
+    auto.condition(X, np.exp(8 * X[:, 0]), rng)
+    assert auto._warp_choice in ("none", "yeo-johnson")
 
 
 def test_auto_warp_is_an_option_of_the_neural_methods():
@@ -544,3 +566,40 @@ def test_the_report_says_when_the_values_were_warped():
     plain.ask()
     assert plain.transfer_report().head["output_warp"] == "none"
     assert "Yeo-Johnson" not in plain.transfer_report().summary()
+
+
+def test_a_study_stored_before_abracs_warp_resumes_without_it():
+    """Stored options without ``output_warp`` (written before it existed) resume as they ran:
+    ``"none"``; a new ABRAC study takes ``"auto"``, and a stored explicit value is kept."""
+    from headstart._config import StudyConfig
+
+    new = StudyConfig(method="abrac")
+    assert new.options["output_warp"] == "auto"
+    old = new.to_json()
+    old["options"] = {k: v for k, v in old["options"].items() if k != "output_warp"}
+    assert StudyConfig.from_json(old).options["output_warp"] == "none"
+    assert StudyConfig.from_json(new.to_json()).options["output_warp"] == "auto"
+    ablr = StudyConfig(method="ablr").to_json()
+    assert StudyConfig.from_json(ablr).options["output_warp"] == "none"
+
+
+def test_the_transfer_check_scores_abrac_without_its_warp(monkeypatch):
+    """The check compares likelihoods in the values' affine units: a warped target model would
+    be scored in the wrong ones, so the transfer model it builds has ``output_warp="none"``."""
+    import headstart._transfer_check as check
+    from headstart._config import StudyConfig
+
+    seen = []
+    real = check.build_strategy
+
+    def spy(space, config, **kw):
+        seen.append(config.options.get("output_warp") if config.options else None)
+        return real(space, config, **kw)
+
+    monkeypatch.setattr(check, "build_strategy", spy)
+    tasks = _forrester_tasks()
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    X = np.random.default_rng(1).random((10, 1))
+    y = -np.exp(8 * X[:, 0])
+    out = check.transfer_check(space, StudyConfig(method="abrac"), tasks, None, X, y)
+    assert out is not None and seen[0] == "none"

@@ -309,7 +309,9 @@ class StudyConfig:
         """Rebuild from :meth:`to_json` output; keys of older or newer versions are ignored.
 
         Studies stored before methods had options kept ``kernel`` and ``kernel_search`` at the
-        top level (method ``"gp"`` / ``"warmstart"``): they become those methods' options.
+        top level (method ``"gp"`` / ``"warmstart"``): they become those methods' options. An
+        option added later takes its ``STORED_DEFAULTS`` value (the behaviour the study ran with,
+        e.g. ABRAC's ``output_warp="none"``), not the new default.
         """
         names = {f.name for f in dataclasses.fields(cls)}
         data = dict(data)
@@ -318,6 +320,10 @@ class StudyConfig:
             spec = get_method(data.get("method", "gp"))
             kept = {k: v for k, v in legacy.items() if k in spec.options.names()}
             data["options"] = kept or None
+        options = data.get("options")
+        if isinstance(options, dict):  # options added since the study was stored: as it ran
+            stored = getattr(get_method(data.get("method", "gp")).options, "STORED_DEFAULTS", {})
+            data["options"] = {**stored, **options}
         return cls(**{k: v for k, v in data.items() if k in names})
 
 

@@ -16,6 +16,7 @@ than :data:`HURTING_MARGIN` nats per trial.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -69,6 +70,11 @@ def transfer_check(
     if n < MIN_TRIALS:
         return None
     split = n // 2
+    if (config.options or {}).get("output_warp", "none") != "none":
+        # the likelihoods are compared in the values' own (affine) units, which a nonlinear warp
+        # of the targets would bend: the check asks about the sources, so it scores the model
+        # without the warp
+        config = dataclasses.replace(config, options={**config.options, "output_warp": "none"})
     transfer = build_strategy(space, config, storage=cache, meta_tasks=tuple(meta_tasks))
     plain_config = StudyConfig(method="gp", seed=config.seed, deterministic=config.deterministic)
     plain = build_strategy(space, plain_config)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from headstart._methods.registry import (
     BuildContext,
@@ -95,6 +95,8 @@ class ABRACOptions(NeuralOptions):
     active: str | int = defaults.NEURAL_ACTIVE
     truncation: str = defaults.NEURAL_TRUNCATION
     output_warp: str = defaults.ABRAC_OUTPUT_WARP
+    # studies stored before the option existed ran without a warp: they resume so
+    STORED_DEFAULTS: ClassVar[dict[str, Any]] = {"output_warp": "none"}
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -215,7 +215,6 @@ class NeuralTransfer:
             )
         self.output_warp = output_warp
         self._warp_choice: str | None = None  # output_warp="auto": the warp chosen ...
-        self._n_at_choice = 0  # ... at this many observations
         self._warp_lambda = 1.0  # ... and its Yeo-Johnson parameter
         self._warp_scores: dict[str, float] = {}
         self.meta_tasks = list(meta_tasks)
@@ -256,7 +255,7 @@ class NeuralTransfer:
         if self.output_warp != "auto":
             return self._condition_as(train_X, warp_targets(train_y, self.output_warp))
         n = len(train_y)
-        if self._warp_choice is not None and not default_refit_due(n, self._n_at_choice):
+        if self._warp_choice is not None and not default_refit_due(n, self._n_at_full_fit):
             if self._warp_choice == "none":
                 return self._condition_as(train_X, warp_targets(train_y, "none"))
             y_model = yeo_johnson_targets(train_y, self._warp_lambda)[0]  # lambda as fitted
@@ -269,11 +268,15 @@ class NeuralTransfer:
         evidence plus the map's log Jacobian (:func:`headstart._gp.warping.
         yeo_johnson_targets`), minus ``log(n) / 2`` for the fitted ``lambda`` (BIC) -- and keep
         that choice, and the fitted ``lambda``, until the next fit from every start
-        (``default_refit_due``)."""
+        (``default_refit_due``, the schedule of the fits themselves). With fewer than 3 values
+        or equal ones the map is the identity: one fit, and no choice yet."""
+        y_none = warp_targets(train_y, "none")
+        y_yj, log_det_yj, lam = yeo_johnson_targets(train_y)
+        if np.array_equal(y_yj, y_none):  # the map fell back (too few or equal values)
+            return self._condition_as(train_X, y_none)  # nothing to choose yet
         before = self._fit_state()
         scores, states, results = {}, {}, {}
-        y_yj, log_det_yj, lam = yeo_johnson_targets(train_y)
-        targets = {"none": (warp_targets(train_y, "none"), 0.0), "yeo-johnson": (y_yj, log_det_yj)}
+        targets = {"none": (y_none, 0.0), "yeo-johnson": (y_yj, log_det_yj)}
         for warp, (y_model, log_det) in targets.items():
             self._load_fit_state(before)
             results[warp] = self._condition_as(train_X, y_model)
@@ -282,7 +285,7 @@ class NeuralTransfer:
             states[warp] = self._fit_state()
         best = max(scores, key=lambda w: (scores[w], w == "none"))  # a tie: no warp
         self._load_fit_state(states[best])
-        self._warp_choice, self._n_at_choice, self._warp_lambda = best, len(train_y), lam
+        self._warp_choice, self._warp_lambda = best, lam
         self._warp_scores = scores
         return results[best]
 
@@ -356,8 +359,7 @@ class NeuralTransfer:
         if self._residual_theta is not None:
             out["residual_theta"] = self._residual_theta.tolist()
         if self._warp_choice is not None:
-            out["warp_choice"], out["n_at_choice"] = self._warp_choice, self._n_at_choice
-            out["warp_lambda"] = self._warp_lambda
+            out["warp_choice"], out["warp_lambda"] = self._warp_choice, self._warp_lambda
         return out
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -365,7 +367,7 @@ class NeuralTransfer:
             theta = state.get(key)
             if isinstance(theta, list) and all(isinstance(v, int | float) for v in theta):
                 setattr(self, attr, np.asarray(theta, dtype=np.float64))
-        for key in ("n_at_full_fit", "n_at_fit", "n_at_choice"):
+        for key in ("n_at_full_fit", "n_at_fit"):
             count = state.get(key)
             if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
                 setattr(self, f"_{key}", count)
