@@ -316,14 +316,11 @@ def suggestion_seconds(sizes, repeats: int, out_csv: Path) -> str:
     + tell pairs, whose mean is reported: a window that holds at least one refit of the neural
     methods' hyperparameters (beyond ``NEURAL_LOCAL_POINTS`` they refit once the data have grown
     by that share), so the mean is the amortized cost a run pays."""
-    import warnings
-
     import pandas as pd
-    from scipy.stats import qmc
 
-    import headstart as hs
     from headstart._transfer.defaults import NEURAL_REFIT_GROWTH
     from headstart.benchmarks.functions import get_task, resolve
+    from headstart.benchmarks.methods import study_at_sobol_points
 
     task = resolve(get_task("quadratic-loo"), 0)
     done = pd.read_csv(out_csv) if out_csv.exists() else pd.DataFrame()
@@ -334,14 +331,7 @@ def suggestion_seconds(sizes, repeats: int, out_csv: Path) -> str:
                 continue
             if method != "gp":
                 options = {**options, "deterministic": True, "transfer_from": task.meta_tasks}
-            study = hs.create_study(
-                f"speed-{name}-{n}", task.space, direction="minimize", storage=None,
-                method=method, seed=0, use_priors=False, **options,
-            )  # fmt: skip
-            points = task.space.decode(qmc.Sobol(task.space.dim, seed=0).random(n))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                study.add_trials([(p, float(task.objective(p))) for p in points])
+            study = study_at_sobol_points(task, n, f"speed-{name}-{n}", method, **options)
             secs = []
             for _ in range(max(repeats, math.ceil(NEURAL_REFIT_GROWTH * n) + 1) + 1):
                 t0 = time.perf_counter()

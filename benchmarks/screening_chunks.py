@@ -26,7 +26,6 @@ import json
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +37,9 @@ METHODS = ("gp", "abrac")
 
 def screening_times(method: str, sizes: list[int], rounds: int) -> list[dict]:
     """Median seconds of one screening call per (``n``, chunk size), for ``method``."""
-    from scipy.stats import qmc
-
-    import headstart as hs
     from headstart._engine import acquisition
     from headstart.benchmarks.functions import get_task, resolve
+    from headstart.benchmarks.methods import study_at_sobol_points
 
     task = resolve(get_task("quadratic-loo"), 0)
     seen: list = []
@@ -59,14 +56,7 @@ def screening_times(method: str, sizes: list[int], rounds: int) -> list[dict]:
             if method == "gp"
             else {"deterministic": True, "transfer_from": task.meta_tasks}
         )
-        study = hs.create_study(
-            f"screen-{method}-{n}", task.space, direction="minimize", storage=None,
-            method=method, seed=0, use_priors=False, **options,
-        )  # fmt: skip
-        points = task.space.decode(qmc.Sobol(task.space.dim, seed=0).random(n))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            study.add_trials([(p, float(task.objective(p))) for p in points])
+        study = study_at_sobol_points(task, n, f"screen-{method}-{n}", method, **options)
         seen.clear()
         acquisition.Criterion.value = recording
         try:

@@ -457,16 +457,17 @@ def test_output_warp_maps_the_targets_the_fits_see_and_keeps_their_order(warp):
     assert np.isfinite(mean).all() and (var > 0).all()
 
 
-def test_output_warp_runs_through_a_study():
+@pytest.mark.parametrize("method, warp", [("abrac", "copula"), ("ablr", "auto")])
+def test_output_warp_runs_through_a_study(method, warp):
     frames = [
         pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
     ]
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     study = hs.create_study(
-        "w", space, storage=None, method="abrac", transfer_from=frames, output_warp="copula", seed=1
+        "w", space, storage=None, method=method, transfer_from=frames, output_warp=warp, seed=1
     )
-    study.optimize(lambda p: float(np.exp(5 * p["x"])), n_trials=6)
-    assert len(study.trials) == 6 and study.best_value == min(t.value for t in study.trials)
+    study.optimize(lambda p: float(np.exp(8 * p["x"])), n_trials=7)
+    assert len(study.trials) == 7 and study.best_value == min(t.value for t in study.trials)
 
 
 def test_auto_warp_keeps_the_model_of_higher_evidence_for_the_observed_values():
@@ -534,18 +535,6 @@ def test_auto_warp_with_too_few_values_fits_once_and_chooses_later():
     X = np.vstack([X, rng.random((4, 1))])
     auto.condition(X, np.exp(8 * X[:, 0]), rng)
     assert auto._warp_choice in ("none", "yeo-johnson")
-
-
-def test_auto_warp_is_an_option_of_the_neural_methods():
-    frames = [
-        pd.DataFrame({"x": t.X[:, 0], "value": t.y, "task": t.name}) for t in _forrester_tasks()
-    ]
-    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
-    study = hs.create_study(
-        "a", space, storage=None, method="ablr", transfer_from=frames, output_warp="auto", seed=2
-    )
-    study.optimize(lambda p: float(np.exp(8 * p["x"])), n_trials=7)
-    assert len(study.trials) == 7
 
 
 def test_the_report_says_when_the_values_were_warped():
