@@ -184,7 +184,8 @@ class NeuralTransfer:
             ones nearest the incumbent, and the hyperparameters refit on a schedule (module
             docstring); ``None``: exact and refitted at every size.
         output_warp: The map of the target's values before the fits (:mod:`headstart._gp.
-            warping`): ``"none"`` (standardized), ``"yeo-johnson"`` or ``"copula"``.
+            warping`): ``"none"`` (standardized), ``"yeo-johnson"`` or ``"copula"``; ``"auto"``:
+            the first two by their evidence (:meth:`_choose_warp`).
     """
 
     informative_prior = False
