@@ -16,6 +16,7 @@ from headstart._methods.registry import (
     MethodOptions,
     MethodSpec,
     ReportContext,
+    check_choice,
     register_method,
 )
 from headstart.exceptions import InvalidSettingError
@@ -69,18 +70,9 @@ class GPOptions(MethodOptions):
 
             KernelSearchSettings.from_mapping(self.kernel_search)
             object.__setattr__(self, "kernel_search", dict(self.kernel_search))
-        if self.hyperprior not in GP_HYPERPRIORS:
-            raise InvalidSettingError(
-                f"hyperprior must be one of {GP_HYPERPRIORS}; got {self.hyperprior!r}."
-            )
-        if self.output_warp not in OUTPUT_WARPS:
-            raise InvalidSettingError(
-                f"output_warp must be one of {OUTPUT_WARPS}; got {self.output_warp!r}."
-            )
-        if self.input_warp not in INPUT_WARPS:
-            raise InvalidSettingError(
-                f"input_warp must be one of {INPUT_WARPS}; got {self.input_warp!r}."
-            )
+        check_choice("hyperprior", self.hyperprior, GP_HYPERPRIORS)
+        check_choice("output_warp", self.output_warp, OUTPUT_WARPS)
+        check_choice("input_warp", self.input_warp, INPUT_WARPS)
         for name in ("output_warp", "input_warp"):
             if getattr(self, name) != "none" and self.kernel != "matern":
                 raise InvalidSettingError(

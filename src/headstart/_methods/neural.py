@@ -16,6 +16,7 @@ from headstart._methods.registry import (
     MethodSpec,
     ReportContext,
     check_bool,
+    check_choice,
     register_method,
 )
 from headstart._transfer import defaults
@@ -57,11 +58,7 @@ class NeuralOptions(MethodOptions):
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
         check_bool("source_mean", self.source_mean)
-        if self.output_warp not in defaults.NEURAL_OUTPUT_WARPS:
-            raise InvalidSettingError(
-                f"output_warp must be one of {defaults.NEURAL_OUTPUT_WARPS}; "
-                f"got {self.output_warp!r}."
-            )
+        check_choice("output_warp", self.output_warp, defaults.NEURAL_OUTPUT_WARPS)
         n = self.local_points
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise InvalidSettingError(
@@ -111,10 +108,7 @@ class ABRACOptions(NeuralOptions):
                 f"active={self.active!r} chooses the basis functions of an ARD head; with "
                 "ard=False the head uses all of them. Pass ard=True with it (the paper's head)."
             )
-        if self.truncation not in TRUNCATIONS:
-            raise InvalidSettingError(
-                f"truncation must be one of {TRUNCATIONS}; got {self.truncation!r}."
-            )
+        check_choice("truncation", self.truncation, TRUNCATIONS)
 
 
 # method -> (how the basis is trained, ARD head by default; ABRAC's is its option ``ard``)

@@ -144,6 +144,12 @@ def check_bool(label: str, value: Any) -> None:
         raise InvalidSettingError(f"{label} must be True or False; got {value!r}.")
 
 
+def check_choice(label: str, value: Any, choices: tuple) -> None:
+    """Refuse ``value`` unless it is one of ``choices``."""
+    if value not in choices:
+        raise InvalidSettingError(f"{label} must be one of {choices}; got {value!r}.")
+
+
 # --- what a builder and a report hook see ----------------------------------------------------------
 @dataclass(frozen=True)
 class BuildContext:
@@ -401,6 +407,7 @@ __all__ = [
     "NoOptions",
     "ReportContext",
     "check_bool",
+    "check_choice",
     "check_number",
     "check_source_arguments",
     "default_method",

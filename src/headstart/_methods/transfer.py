@@ -20,13 +20,13 @@ from headstart._methods.registry import (
     NoOptions,
     ReportContext,
     check_bool,
+    check_choice,
     check_number,
     register_method,
 )
 from headstart._transfer import defaults
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
 from headstart._transfer.defaults import check_target_offset
-from headstart.exceptions import InvalidSettingError
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,7 @@ class ScaMLOptions(MethodOptions):
         check_number("handover_margin", self.handover_margin, low=0.0)
         check_target_offset(self.target_offset)
         check_bool("handover", self.handover)
-        if self.handover_mode not in HANDOVER_MODES:
-            raise InvalidSettingError(
-                f"handover_mode must be one of {HANDOVER_MODES}; got {self.handover_mode!r}."
-            )
+        check_choice("handover_mode", self.handover_mode, HANDOVER_MODES)
 
 
 @dataclass(frozen=True)
