@@ -612,6 +612,18 @@ def test_screening_chunks_script_smoke(tmp_path):
     assert (tmp_path / "screening_chunks.png").stat().st_size > 5000
 
 
+@pytest.mark.slow
+def test_abrac_local_rest_script_smoke(tmp_path):
+    """Two trials past the exact block and one small study per variant, each in its process."""
+    module = benchmark_script("abrac_local_rest")
+    module.main(["--trials", "102", "--sizes", "105", "--out", str(tmp_path)])
+    frame = pd.read_csv(tmp_path / "abrac_local_rest.csv")
+    assert list(frame["variant"].unique()) == list(module.VARIANTS) and len(frame) == 6
+    search = frame[frame["part"] == "search n=105"]
+    assert (search["evaluations"] > 0).all() and (search["seconds"] > 0).all()
+    assert "| default |" in (tmp_path / "abrac_local_rest.md").read_text()
+
+
 def test_abrac_variant_script_compares_a_variant_with_the_committed_rows(tmp_path):
     """The SVM part of the output-warp variant: regret rows per trial with the paired counts,
     and the mean ranks among every committed arm plus the variant."""

@@ -22,7 +22,7 @@ from headstart._engine.acquisition import (
 )
 from headstart._engine.engine import BOEngine, DimSpec
 from headstart._engine.lbfgsb import batched_lbfgsb
-from headstart._engine.optimize import MixedSpace, is_duplicate
+from headstart._engine.optimize import MixedSpace, is_duplicate, optimize_criterion
 from headstart._gp import MaternGP
 from headstart._gp.kernels import (
     matern52,
@@ -609,3 +609,48 @@ def test_criterion_values_do_not_depend_on_the_screening_chunk(kind, with_prior)
     for chunk in (SCREEN_CHUNK, 100, 1):
         np.testing.assert_allclose(crit.value(X, chunk=chunk), whole, rtol=1e-6)
     np.testing.assert_array_equal(crit.value(X[:0]), np.empty(0))
+
+
+class _Bowl:
+    """A posterior whose mean is a bowl ``-|x - centre|^2`` at a fixed variance; ``focus``
+    returns ``focused`` (the protocol's optional smooth stand-in). Counts its gradient calls."""
+
+    outputscale, includes_noise = 1.0, False
+
+    def __init__(self, centre, focused=None):
+        self.centre, self.focused, self.lengthscales = np.asarray(centre), focused, None
+        self.grad_calls = 0
+
+    def posterior(self, X):
+        X = np.atleast_2d(X)
+        return -((X - self.centre) ** 2).sum(1), np.full(len(X), 0.01)
+
+    def posterior_and_grad(self, X):
+        self.grad_calls += 1
+        mean, var = self.posterior(X)
+        return mean, var, -2.0 * (np.atleast_2d(X) - self.centre), np.zeros_like(X)
+
+    def joint_posterior(self, X):
+        mean, var = self.posterior(X)
+        return mean, np.diag(var)
+
+    def focus(self, X):
+        return self if self.focused is None else self.focused
+
+
+def test_local_search_climbs_the_posteriors_focus_and_scores_end_points_with_the_posterior():
+    """``Posterior.focus``: the L-BFGS-B runs climb the stand-in (here a bowl at the other
+    corner), but every end point is scored by the posterior itself, so the suggestion is the
+    posterior's best point, not the stand-in's."""
+    focused = _Bowl([0.9, 0.9])
+    posterior = _Bowl([0.2, 0.3], focused)
+    criterion = Criterion(posterior, "ucb", 0.0, beta=0.0)
+    space = MixedSpace((None, None), np.zeros(2, dtype=bool))
+    rng = np.random.default_rng(0)
+    X = rng.random((5, 2))
+    x = optimize_criterion(criterion, space, X, -((X - 0.2) ** 2).sum(1), rng, np.ones(2))
+    assert focused.grad_calls > 0 and posterior.grad_calls == 0
+    assert np.linalg.norm(x - [0.2, 0.3]) < 0.1  # a screened point near the posterior's top
+    assert criterion.focused(X) is not criterion and criterion.posterior is posterior
+    plain = Criterion(_Bowl([0.2, 0.3]), "ucb", 0.0, beta=0.0)
+    assert plain.focused(X) is plain  # focus returning the posterior itself: no copy

@@ -80,7 +80,11 @@ def _net(variant: str, categorical: bool):
 
 
 def _neural(
-    variant: str, residual: bool = False, source_mean: bool = False, ard: bool | None = None
+    variant: str,
+    residual: bool = False,
+    source_mean: bool = False,
+    ard: bool | None = None,
+    local_points: int | None = 100,
 ):
     from headstart._methods.neural import PRESETS
     from headstart._transfer.neural import NeuralTransfer
@@ -93,6 +97,7 @@ def _neural(
         net=_net(variant, bool(np.any(is_cat))),
         residual=residual,
         source_mean=source_mean,
+        local_points=local_points,
     )
 
 
@@ -129,6 +134,8 @@ BUILDERS = {
     "ablr": _neural("ablr"),
     "ablr-sgd-fixed": _neural("ablr-sgd-fixed"),
     "abrac-residual": _neural("abrac", residual=True),
+    # past local_points: an exact block of 4, the rest through the weights and nearest-point
+    "abrac-residual-local": _neural("abrac", residual=True, local_points=4),
     "abrac-ard": _neural("abrac", ard=True),  # the paper's head
     "abrac-ard-residual": _neural("abrac", residual=True, ard=True),
     "abrac-mean": _neural("abrac", residual=False, source_mean=True),
@@ -146,6 +153,7 @@ CATEGORICAL = (
     "stackgp",
     "abrac",
     "abrac-residual",
+    "abrac-residual-local",
 )  # grammar: numeric-only
 # posteriors that condition on pending points without a refit; the others use the constant liar
 FANTASIZING = {
@@ -160,6 +168,7 @@ FANTASIZING = {
     "ablr",
     "ablr-sgd-fixed",
     "abrac-residual",
+    "abrac-residual-local",
     "abrac-ard",
     "abrac-ard-residual",
     "abrac-mean",

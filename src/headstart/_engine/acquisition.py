@@ -33,6 +33,7 @@ and behaves like ``a - best_f`` above the incumbent and like ``exp(a - best_f)``
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -228,6 +229,17 @@ class Criterion:
         self.beta = float(beta)
         # beta < 0: the pessimistic bound mu - sqrt(-beta) sigma (a transfer model's first trial)
         self._kappa = math.copysign(math.sqrt(abs(self.beta)), self.beta)
+
+    def focused(self, X: np.ndarray) -> Criterion:
+        """This criterion on the posterior's ``focus`` around the starts ``X`` (the local
+        search's, :class:`~headstart._engine.protocols.Posterior`), or itself."""
+        focus = getattr(self.posterior, "focus", None)
+        posterior = self.posterior if focus is None else focus(X)
+        if posterior is self.posterior:
+            return self
+        out = copy.copy(self)
+        out.posterior = posterior
+        return out
 
     def prior_term(self, X: np.ndarray) -> np.ndarray:
         """``gamma * log max(pi(X), 1e-12)`` for ``X`` (``m x d``): returns ``m`` (0 if no prior)."""

@@ -200,6 +200,9 @@ def optimize_criterion(
     else:  # no data yet (a transfer model's prior): Sobol starts only
         X = starts
     F = criterion.value(X)
+    # the local search climbs the posterior's smooth stand-in around the starts, if it has one
+    # (protocols.Posterior.focus); end points are scored with the criterion itself below
+    search = criterion.focused(X) if hasattr(criterion, "focused") else criterion
 
     relaxed = space.relaxed_cols
     discrete = space.discrete_cols
@@ -213,7 +216,7 @@ def optimize_criterion(
             def neg_criterion(idx: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 full = X[idx].copy()
                 full[:, relaxed] = Z / scale
-                f, g = criterion.value_and_grad(full, relaxed)
+                f, g = search.value_and_grad(full, relaxed)
                 return -f, -g / scale
 
             bounds = np.stack([np.zeros_like(scale), scale], axis=-1)

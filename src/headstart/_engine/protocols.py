@@ -39,6 +39,12 @@ class Posterior(Protocol):
             every column (unit cube) counts as a duplicate of it (default: only exact
             duplicates). A model on a small finite basis, whose predictive variance barely
             changes near an evaluated point, sets it so that it does not re-propose one spot.
+
+    Optional method ``focus(X) -> Posterior``: a posterior that approximates in a way that is
+    not smooth (ABRAC's past its exact block, :meth:`headstart._transfer.neural_residual.
+    ResidualPosterior.focus`) may return a smooth one for the region around the starts ``X``
+    of the local search, which then climbs it; the search's end points are scored with this
+    posterior again.
     """
 
     outputscale: float

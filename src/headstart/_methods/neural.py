@@ -37,8 +37,9 @@ class NeuralOptions(MethodOptions):
         source_mean: Centre the head's prior at the sources' average head instead of 0 (off:
             better on quadratic-loo, worse on forrester-loo, no better on the FC-Net tables).
         local_points: Past this many trials (default 100) a suggestion's cost stops growing:
-            the residual GP is exact only among the trials nearest the best one, the others
-            enter the head's prior, and the hyperparameters (the head's too, with
+            the residual GP is exact only among the trials nearest the best one (and each
+            prediction's nearest other trial), the others enter the head's prior, and the
+            hyperparameters (the head's too, with
             ``residual=False``) are refitted once the data have grown by 5%. ``None``: exact
             and fitted as below that size at every size (slower: an ``n x n`` matrix per
             suggestion).

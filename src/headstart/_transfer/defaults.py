@@ -64,7 +64,8 @@ NEURAL_RESIDUAL = True
 # True (with residual=False) is the paper's method
 ABRAC_ARD = False
 # Beyond this many target points (issue 32, speed at n >= 500): the residual's correlations are
-# kept for the points nearest the incumbent only (neural_residual.fit_residual's max_points), and
+# kept for the points nearest the incumbent only (neural_residual.fit_residual's max_points; each
+# prediction is also conditioned on its nearest other point), and
 # the head's and the residual's hyperparameters are refitted once the data have grown by
 # NEURAL_REFIT_GROWTH since the last fit (conditioned at the last fit's values in between)
 NEURAL_LOCAL_POINTS = 100

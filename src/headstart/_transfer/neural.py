@@ -5,7 +5,8 @@ observations, with no ``n x n`` matrix -- and, by default, a Matérn GP beside t
 (``residual``). Past ``local_points`` observations (default
 :data:`~headstart._transfer.defaults.NEURAL_LOCAL_POINTS`) the
 residual is exact only among the points nearest the incumbent (``fit_residual``'s
-``max_points``) and the hyperparameters are refitted per :func:`refit_due`, so a suggestion's
+``max_points``; each prediction is also conditioned on its nearest point outside them) and
+the hyperparameters are refitted per :func:`refit_due`, so a suggestion's
 cost grows with the trials only through ``O(n r^2)`` terms (issue 32: 1.8x GP-BO's at n = 500
 before, 0.17x after; ``docs/benchmarks/abrac.md``).
 
@@ -33,7 +34,8 @@ are three presets of them):
 * ``source_mean``: the head's prior mean at the sources' average head instead of 0
   (:class:`ShiftedPosterior`).
 * ``local_points`` (default 100): the size past which the residual is exact only among the
-  points nearest the incumbent and every head's hyperparameters follow :func:`refit_due`;
+  points nearest the incumbent (and each prediction's nearest other point) and every head's
+  hyperparameters follow :func:`refit_due`;
   ``None``: exact, and fitted as below that size, at every size.
 
 The prior (no target data) is ``w ~ N(0, A^{-1})``: mean 0 everywhere, so the engine starts with
@@ -149,6 +151,10 @@ class ShiftedPosterior:
     def fantasize(self, X, y):
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         return ShiftedPosterior(self.inner.fantasize(X, y - self._offset(X)), self.net, self.w0)
+
+    def focus(self, X):
+        inner = self.inner.focus(X) if hasattr(self.inner, "focus") else self.inner
+        return self if inner is self.inner else ShiftedPosterior(inner, self.net, self.w0)
 
 
 def refit_due(n: int, n_at_fit: int) -> bool:
