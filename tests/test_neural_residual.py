@@ -198,47 +198,64 @@ def test_local_fit_evidence_is_that_of_the_block_diagonal_residual_kernel(k):
     assert post.log_evidence != pytest.approx(post.mll)
 
 
-def _local_case(k, n=12, block=5):
+def _local_case(k, n=12, block=5, categorical=True, grid=False):
+    """A fit past ``max_points`` (``block``): ``n - block`` rest points. Without
+    ``categorical`` the third column is numeric too (the neighbour search's matrix fast path);
+    with ``grid`` the numeric columns sit on a grid of step 1/4 (equally near rest points)."""
     net, (X, y) = _net(), _data(n=n)
+    is_cat = IS_CAT if categorical else np.zeros(3, dtype=bool)
+    if grid:
+        X[:, :2] = np.round(X[:, :2] * 4) / 4
     theta = _theta(k)
     head = blr_at(np.concatenate([np.resize(theta[:k], 4), [-theta[-1]]]), net.features(X), y)
     post = fit_residual(
-        net, 4, X, y, IS_CAT, head, ard=k > 1, init=theta, frozen=True, max_points=block
+        net, 4, X, y, is_cat, head, ard=k > 1, init=theta, frozen=True, max_points=block
     )
     return post
 
 
 def _with_nearest_rest(post, x, X_b, y_b):
     """Brute force: the posterior at ``x`` given the block ``(X_b, y_b)`` and the rest point
-    nearest ``x`` in the residual's lengthscales (found by a loop), under the fit's weight
-    prior: a plain residual posterior with that one point added to its data."""
+    nearest ``x`` in the residual's lengthscales (found by a loop; the first of equally near
+    ones), under the fit's weight prior: a plain residual posterior with that point added."""
     X_r, y_r, _ = post.rest
-    dist = [float(np.sum(np.where(IS_CAT, x != z, (x - z) ** 2) * post.w)) for z in X_r]
+    cat = post.is_cat
+    dist = [float(np.sum(np.where(cat, x != z, (x - z) ** 2) * post.w)) for z in X_r]
     j = int(np.argmin(dist))
     ref = ResidualPosterior(
-        post.net, post.r, np.vstack([X_b, X_r[j]]), np.r_[y_b, y_r[j]], IS_CAT, post.theta,
+        post.net, post.r, np.vstack([X_b, X_r[j]]), np.r_[y_b, y_r[j]], cat, post.theta,
         w_prior=post.w_prior,
     )  # fmt: skip
     return ref.posterior(x[None, :])
 
 
+def _queries(post, seed=7):
+    """Random points, two beside rest points (moved in the numeric columns), one at one."""
+    X_r = post.rest[0]
+    beside = X_r[:2] + 1e-3 * ~post.is_cat
+    return np.vstack([_data(n=5, seed=seed)[0], beside, X_r[-1:]])
+
+
+@pytest.mark.parametrize("categorical", [True, False])
 @pytest.mark.parametrize("block", [5, 10])  # 7 rest points; 2
 @pytest.mark.parametrize("k", [4, 1])
-def test_local_fit_predicts_given_the_block_and_the_nearest_rest_point(k, block):
+def test_local_fit_predicts_given_the_block_and_the_nearest_rest_point(k, block, categorical):
     """A prediction is conditioned on the exact block and on its nearest point outside it (the
     one-neighbour Vecchia correction): equal to a plain posterior with that point added; the
-    rest points are then no longer at the residual's prior variance (issue 32: ABRAC spent 95%
-    of its suggestions past 100 trials on FC-Net-naval beside them)."""
-    post = _local_case(k, block=block)
-    Xs = np.vstack([_data(n=5, seed=7)[0], post.rest[0][:2] + 1e-3, post.rest[0][-1:]])
+    rest points are then no longer at the residual's prior variance (issue 32: ABRAC's
+    suggestions past 100 trials on FC-Net-naval landed beside them)."""
+    post = _local_case(k, block=block, categorical=categorical)
+    Xs = _queries(post)
     got_mean, got_var = post.posterior(Xs)
     for i, x in enumerate(Xs):
         mean, var = _with_nearest_rest(post, x, post.X, post.y)
         np.testing.assert_allclose(got_mean[i], mean[0], rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(got_var[i], var[0], rtol=1e-6, atol=1e-9)
     # at a rest point itself: nearer its value than the block alone, at about the noise's variance
-    block = ResidualPosterior(post.net, 4, post.X, post.y, IS_CAT, post.theta, w_prior=post.w_prior)
-    mean_b, var_b = block.posterior(Xs[-1:])
+    block_only = ResidualPosterior(
+        post.net, 4, post.X, post.y, post.is_cat, post.theta, w_prior=post.w_prior
+    )
+    mean_b, var_b = block_only.posterior(Xs[-1:])
     assert abs(got_mean[-1] - post.rest[1][-1]) < abs(mean_b[0] - post.rest[1][-1])
     assert got_var[-1] < min(2 * post.noise, 0.5 * var_b[0])
     for analytic, numeric in finite_difference_errors(post, Xs, np.array([0, 1]), h=1e-6).values():
@@ -249,10 +266,28 @@ def test_local_fit_predicts_given_the_block_and_the_nearest_rest_point(k, block)
     assert np.linalg.eigvalsh(cov).min() > -1e-10
 
 
+@pytest.mark.parametrize("categorical", [True, False])
+def test_local_fit_prediction_of_a_row_does_not_depend_on_the_other_rows(categorical):
+    """On a grid many rest points are equally near; the neighbour is the first of them by exact
+    distance whatever else the call holds (the search compares values from calls of different
+    sizes: screening chunks, starts, end points), as the protocol's row independence asks."""
+    post = _local_case(4, n=40, block=10, categorical=categorical, grid=True)
+    rng = np.random.default_rng(3)
+    Xs = np.round(rng.random((300, 3)) * 4) / 4
+    Xs[:, 2] = rng.integers(0, 3, len(Xs)) / 2
+    batch = post.posterior(Xs)
+    for i in range(0, len(Xs), 7):
+        alone = post.posterior(Xs[i : i + 1])
+        np.testing.assert_allclose(alone[0], batch[0][i], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(alone[1], batch[1][i], rtol=1e-10, atol=1e-14)
+        mean, var = _with_nearest_rest(post, Xs[i], post.X, post.y)
+        np.testing.assert_allclose(alone, (mean, var), rtol=1e-6, atol=1e-9)
+
+
 @pytest.mark.parametrize("k", [4, 1])
 def test_local_fit_fantasies_join_the_block_and_keep_the_mean(k):
     post = _local_case(k)
-    Xs = np.vstack([_data(n=5, seed=7)[0], post.rest[0][:2] + 1e-3])
+    Xs = _queries(post)[:-1]
     X_p = _data(n=2, seed=9)[0]
     mean_p = post.posterior(X_p)[0]
     both = post.fantasize(X_p, mean_p)  # kriging believer: the mean stays, the variance drops
@@ -270,22 +305,27 @@ def test_local_fit_fantasies_join_the_block_and_keep_the_mean(k):
     for analytic, numeric in finite_difference_errors(both, Xs, np.array([0, 1]), h=1e-6).values():
         np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
     assert both.log_evidence == both.mll + post.rest_evidence  # the rest's part carried over
+    # the search's stand-in of a fantasized posterior: its base's, with the same fantasies
+    starts = _data(n=2, seed=11)[0]
+    ref = post.focus(starts).fantasize(X_p, mean_p)
+    for a, b in zip(one_by_one.focus(starts).posterior(Xs), ref.posterior(Xs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("categorical", [True, False])
 @pytest.mark.parametrize("k", [4, 1])
-def test_focus_is_the_block_grown_by_the_rest_points_nearest_the_starts(k):
+def test_focus_is_the_block_grown_by_the_rest_points_nearest_the_starts(k, categorical):
     """The local search climbs a plain (smooth) posterior: the block plus the rest points
-    nearest each start; at a start it agrees with the one-neighbour posterior to the extent the
-    nearest point decides, and exactly when the focus holds every rest point."""
-    post = _local_case(k)
+    nearest each start."""
+    post = _local_case(k, categorical=categorical)
     starts = _data(n=2, seed=11)[0]
     focused = post.focus(starts)
     assert focused.rest is None and focused.w_prior is post.w_prior
     X_r, y_r, _ = post.rest
-    dist = sq_dist_np(starts, X_r, IS_CAT, post.w)
+    dist = sq_dist_np(starts, X_r, post.is_cat, post.w)
     near = np.unique(np.argsort(dist, axis=1)[:, :FOCUS_NEIGHBOURS])
     ref = ResidualPosterior(
-        post.net, 4, np.vstack([post.X, X_r[near]]), np.r_[post.y, y_r[near]], IS_CAT,
+        post.net, 4, np.vstack([post.X, X_r[near]]), np.r_[post.y, y_r[near]], post.is_cat,
         post.theta, w_prior=post.w_prior,
     )  # fmt: skip
     Xs = _data(n=6, seed=12)[0]
@@ -293,8 +333,6 @@ def test_focus_is_the_block_grown_by_the_rest_points_nearest_the_starts(k):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
     everything = post.focus(X_r)  # every rest point a start: the block is the whole data
     assert len(everything.y) == len(post.y) + len(y_r)
-    fantasized = post.fantasize(starts[:1], post.posterior(starts[:1])[0])
-    assert fantasized.focus(starts) is fantasized  # its mean is its base's: not refocused
     exact_block = _local_case(k, block=12)
     assert exact_block.rest is None and exact_block.focus(starts) is exact_block
 

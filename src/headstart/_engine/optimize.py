@@ -200,11 +200,11 @@ def optimize_criterion(
     else:  # no data yet (a transfer model's prior): Sobol starts only
         X = starts
     F = criterion.value(X)
-    # the local search climbs the posterior's smooth stand-in around the starts, if it has one
-    # (protocols.Posterior.focus); end points are scored with the criterion itself below
-    search = criterion.focused(X) if hasattr(criterion, "focused") else criterion
 
     relaxed = space.relaxed_cols
+    # the local search climbs the posterior's smooth stand-in around the starts, if it has one
+    # (protocols.Posterior.focus); end points are scored with the criterion itself below
+    search = criterion.focused(X) if len(relaxed) and hasattr(criterion, "focused") else criterion
     discrete = space.discrete_cols
     scale = 1.0 / np.maximum(lengthscales[relaxed], 1e-6)  # z = x / ell
     rounds = MAX_ROUNDS if len(discrete) else 1
