@@ -8,7 +8,7 @@ residual is exact only among the points nearest the incumbent (``fit_residual``'
 ``max_points``; each prediction is also conditioned on its nearest point outside them) and
 the hyperparameters are refitted per :func:`refit_due`, so a suggestion's
 cost grows with the trials only through ``O(n r^2)`` terms and a linear nearest-point search
-per candidate (issue 32: 1.8x GP-BO's at n = 500 before, 0.13x after; ``docs/benchmarks/
+per candidate (issue 32: 1.8x GP-BO's at n = 500 before, 0.15x after; ``docs/benchmarks/
 abrac.md``).
 
 Settings (the methods ``abrac``, ``ablr`` and ``ablr-sgd-fixed`` of :mod:`headstart._methods`
