@@ -624,6 +624,19 @@ def test_abrac_local_rest_script_smoke(tmp_path):
     assert "| default |" in (tmp_path / "abrac_local_rest.md").read_text()
 
 
+@pytest.mark.slow
+def test_abrac_svm_long_script_smoke(tmp_path):
+    """A tiny run, then a second under another name beside it: both in the rows and the table."""
+    module = benchmark_script("abrac_svm_long")
+    small = ["--seeds", "1", "--budget", "25", "--workers", "1", "--out", str(tmp_path)]
+    module.main(["--methods", "headstart-random", *small])
+    module.main(["--methods", "headstart-random", "--suffix=-again", *small])
+    frame = pd.read_csv(tmp_path / "abrac_svm_long.csv.gz")
+    assert set(frame["method"]) == {"headstart-random", "headstart-random-again"}
+    text = (tmp_path / "abrac_svm_long.md").read_text()
+    assert "| headstart-random-again | 1 |" in text and "t=25" in text and "t=50" not in text
+
+
 def test_abrac_variant_script_compares_a_variant_with_the_committed_rows(tmp_path):
     """The SVM part of the output-warp variant: regret rows per trial with the paired counts,
     and the mean ranks among every committed arm plus the variant."""
