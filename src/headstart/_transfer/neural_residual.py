@@ -179,9 +179,10 @@ class ResidualPosterior:
         evaluated rest point: on FC-Net-naval (seed 6, trials 101-140) 95% of the suggestions
         landed beside such points, where the block's variance was 4.3e4 times the exact
         model's (median; ``docs/benchmarks/abrac_local_rest.md``), and over 10 seeds the regret
-        did not move from trial 100 to 200. Each prediction at ``x`` is therefore also conditioned on its nearest
-        rest point ``j`` (in the residual's lengthscales), a one-neighbour Vecchia correction
-        (Vecchia 1988; Katzfuss & Guinness 2021) of the block's posterior ``(mu_b, Sigma_b)``:
+        did not move from trial 100 to 200. Each prediction at ``x`` is therefore also
+        conditioned on its nearest rest point ``j`` (in the residual's lengthscales), a
+        one-neighbour Vecchia correction (Vecchia 1988; Katzfuss & Guinness 2021) of the
+        block's posterior ``(mu_b, Sigma_b)``:
 
             c(x) = Sigma_b(x, x_j) = k(x, x_j) - k(x, B) K^{-1} k(B, x_j)
             mean(x) = mu_b(x) + c(x) (y_j - mu_b(x_j)) / (v_j + sigma^2)
@@ -233,13 +234,17 @@ class ResidualPosterior:
         if len(tied):  # equally near by the matrix form: the first by exact distance
             rows, cols = np.nonzero(near[tied])
             rows = tied[rows]
-            diff = X[rows] - self._rest_X[cols]
-            exact = (np.where(self.is_cat, diff != 0, diff * diff) * self.w).sum(axis=1)
+            exact = self._paired_sq_dist(X[rows], self._rest_X[cols])
             order = np.lexsort((cols, exact, rows))  # by row, then distance, then index
             first = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]
             j[rows[first]] = cols[first]
-        diff = X - self._rest_X[j]
-        return j, (np.where(self.is_cat, diff != 0, diff * diff) * self.w).sum(axis=1)
+        return j, self._paired_sq_dist(X, self._rest_X[j])
+
+    def _paired_sq_dist(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """Scaled squared distances of the rows of ``A`` to the same rows of ``B``, summed
+        column by column (each row's bits independent of the others)."""
+        diff = A - B
+        return (np.where(self.is_cat, diff != 0, diff * diff) * self.w).sum(axis=1)
 
     def _rest_cov(self, X, F, J, V, G, j, r2):
         """``c(x)`` (:meth:`_rest_tables`) against rest point ``j`` of each row and, with ``J``
@@ -299,17 +304,22 @@ class ResidualPosterior:
         F = self._features(X)
         k = self._k_train(X, F)
         V = k @ self.L_inv.T  # rows L^{-1} k(X, x)
-        mean = F @ self.m0 + k @ self.a
-        var = self._prior_var(F) - (V * V).sum(1)
-        if self.rest is not None:  # conditioned on the nearest rest point too
-            j, r2 = self._nearest(X)
-            c, _ = self._rest_cov(X, F, None, V, None, j, r2)
-            var -= c * c * self._rest_inv[j]
-            if self._mean_from is None:
-                mean += c * self._rest_shift[j]
-            else:
-                mean += self._mean_from._mean_shift(X, F, None, j, r2)[0]
+        mean, var = self._with_rest(
+            X, F, V, F @ self.m0 + k @ self.a, self._prior_var(F) - (V * V).sum(1)
+        )
         return mean, np.maximum(var, 1e-12)
+
+    def _with_rest(self, X, F, V, mean, var):
+        """The block's ``mean`` and ``var`` at ``X`` (features ``F``, ``V = L^{-1} k(B, X)``),
+        also conditioned on each row's nearest rest point when there are rest points."""
+        if self.rest is None:
+            return mean, var
+        j, r2 = self._nearest(X)
+        c, _ = self._rest_cov(X, F, None, V, None, j, r2)
+        var = var - c * c * self._rest_inv[j]
+        if self._mean_from is None:
+            return mean + c * self._rest_shift[j], var
+        return mean + self._mean_from._mean_shift(X, F, None, j, r2)[0], var
 
     def posterior_and_grad(self, X: np.ndarray):
         r"""Mean and variance with their gradients in ``X``: the feature part through the
@@ -361,7 +371,9 @@ class ResidualPosterior:
         # each row has its own nearest rest point, so no one conditioning gives every marginal:
         # the block's correlations scaled to the corrected marginals (D R D, a covariance whose
         # diagonal is exactly the marginal variance; StackGP's joint is built so too)
-        mean, var = self.posterior(X)
+        var_b = self._prior_var(F) - (V * V).sum(1)  # posterior()'s, bit for bit
+        mean, var = self._with_rest(X, F, V, F @ self.m0 + k @ self.a, var_b)
+        var = np.maximum(var, 1e-12)
         sd_b = np.sqrt(np.maximum(np.diagonal(cov), 1e-12))
         scale = np.sqrt(var) / sd_b
         return mean, cov * np.outer(scale, scale)
