@@ -654,3 +654,31 @@ def test_local_search_climbs_the_posteriors_focus_and_scores_end_points_with_the
     assert criterion.focused(X) is not criterion and criterion.posterior is posterior
     plain = Criterion(_Bowl([0.2, 0.3]), "ucb", 0.0, beta=0.0)
     assert plain.focused(X) is plain  # focus returning the posterior itself: no copy
+
+
+def test_the_multi_output_search_climbs_each_outputs_focus():
+    """Several outputs (``MultiOutputCriterion``): the local search climbs each output's
+    stand-in where it has one (ABRAC past its exact block as one objective), the end points are
+    scored on the outputs themselves, and the outputs' search settings combine as the cheapest
+    (issue 32)."""
+    from headstart._engine.multi_output import MultiOutputCriterion, StackedPosterior
+
+    focused = _Bowl([0.9, 0.9])
+    first, second = _Bowl([0.2, 0.3], focused), _Bowl([0.3, 0.2])
+    first.search_starts, second.search_starts, second.screening_points = 4, 7, 512
+    stacked = StackedPosterior([first, second])
+    assert (stacked.search_starts, stacked.screening_points) == (4, 512)
+    criterion = MultiOutputCriterion(stacked, 1, np.array([10.0]), best_f=-1.0)
+    rng = np.random.default_rng(0)
+    X = rng.random((5, 2))
+    y = np.stack([-((X - 0.2) ** 2).sum(1), -((X - 0.3) ** 2).sum(1) - 1.0], axis=1)
+    # one objective (the first output) and one constraint (the second; feasible everywhere)
+    x = optimize_criterion(criterion, MixedSpace((None, None), np.zeros(2, bool)), X, y[:, 0],
+                           rng, np.ones(2))  # fmt: skip
+    assert focused.grad_calls > 0 and first.grad_calls == 0 and second.grad_calls > 0
+    assert np.linalg.norm(x - [0.2, 0.3]) < 0.1
+    search = criterion.focused(X)
+    assert search is not criterion and search.posterior.posteriors[0] is focused
+    assert criterion.posterior is stacked
+    plain = MultiOutputCriterion(StackedPosterior([second]), 1, np.zeros(0), best_f=-1.0)
+    assert plain.focused(X) is plain

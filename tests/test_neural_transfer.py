@@ -592,3 +592,55 @@ def test_the_transfer_check_scores_abrac_without_its_warp(monkeypatch):
     y = -np.exp(8 * X[:, 0])
     out = check.transfer_check(space, StudyConfig(method="abrac"), tasks, None, X, y)
     assert out is not None and seen[0] == "none"
+
+
+@pytest.mark.parametrize("option", ["screening_points", "search_starts"])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "1024"])
+def test_search_settings_must_be_positive_integers_and_nothing_is_stored(tmp_path, option, bad):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    with pytest.raises(hs.InvalidSettingError, match=option):
+        hs.create_study("s", space, storage=url, method="abrac", **{option: bad})
+    assert hs.storage.get_storage(url).list_studies() == []
+
+
+@pytest.mark.parametrize("residual", [True, False])
+@pytest.mark.parametrize("source_mean", [False, True])
+def test_the_search_settings_apply_past_the_exact_block_through_fantasies_and_wrappers(
+    monkeypatch, residual, source_mean
+):
+    """``screening_points`` and ``search_starts`` (issue 32, item 4) are set on every posterior
+    the residual model gives past its exact block -- under the source-mean wrapper and on the
+    fantasies of a batch too -- and the acquisition search screens and climbs that many points;
+    up to the block, and without the residual model, the search is the engine's own."""
+    import headstart._engine.optimize as optimize
+
+    seen = []
+    screen, pick = optimize.screening_points, optimize._pick_starts
+
+    def counting_screen(prior, d, n, rng):
+        seen.append(("screen", n))
+        return screen(prior, d, n, rng)
+
+    def counting_pick(values, n, rng):
+        seen.append(("starts", n + 1))  # the search adds the best trial to the picked points
+        return pick(values, n, rng)
+
+    monkeypatch.setattr(optimize, "screening_points", counting_screen)
+    monkeypatch.setattr(optimize, "_pick_starts", counting_pick)
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study(
+        "s", space, storage=None, method="abrac", transfer_from=_forrester_tasks(),
+        residual=residual, source_mean=source_mean, local_points=6, screening_points=64,
+        search_starts=3, seed=0,
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    study.add_trials([({"x": float(x)}, float(np.sin(9 * x))) for x in rng.random(6)])
+    study.ask()  # 6 trials: the exact block holds them all
+    engine = [("screen", optimize.N_SOBOL), ("starts", optimize.N_STARTS)]
+    assert seen == engine
+    seen.clear()
+    study.add_trials([({"x": float(x)}, float(np.sin(9 * x))) for x in rng.random(3)])
+    study.ask()
+    study.ask(2)  # the second of the batch is searched on a fantasized posterior
+    assert seen == ([("screen", 64), ("starts", 3)] if residual else engine) * 3

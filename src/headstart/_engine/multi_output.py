@@ -36,6 +36,7 @@ feasibility alone (find a feasible point first).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 
@@ -260,7 +261,8 @@ def to_model_units(y: np.ndarray, y_model: np.ndarray, value: float, beyond: str
 
 class StackedPosterior:
     """Several outputs' posteriors seen by the search as one (lengthscales: their geometric
-    mean; the smallest screening budget; the largest duplicate separation)."""
+    mean; the smallest screening budget and number of local searches; the largest duplicate
+    separation; each output's ``focus``)."""
 
     includes_noise = False
 
@@ -269,12 +271,21 @@ class StackedPosterior:
         self.outputscale = float(np.mean([p.outputscale for p in self.posteriors]))
         ells = [p.lengthscales for p in self.posteriors if p.lengthscales is not None]
         self.lengthscales = np.exp(np.mean(np.log(ells), axis=0)) if ells else None
-        screens = [getattr(p, "screening_points", None) for p in self.posteriors]
-        if any(s is not None for s in screens):
-            self.screening_points = min(s for s in screens if s is not None)
+        for name in ("screening_points", "search_starts"):
+            asked = [getattr(p, name) for p in self.posteriors if hasattr(p, name)]
+            if asked:
+                setattr(self, name, min(asked))
         seps = [getattr(p, "min_separation", None) for p in self.posteriors]
         if any(s is not None for s in seps):
             self.min_separation = max(s for s in seps if s is not None)
+
+    def focus(self, X: np.ndarray) -> StackedPosterior:
+        """Each output's smooth stand-in around the starts ``X`` (``protocols.Posterior``; the
+        output itself where it has none), or ``self`` if no output has one."""
+        focused = [p.focus(X) if hasattr(p, "focus") else p for p in self.posteriors]
+        if all(f is p for f, p in zip(focused, self.posteriors, strict=True)):
+            return self
+        return StackedPosterior(focused)
 
     def posterior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(m x o means, m x o variances)``, one column per output."""
@@ -328,6 +339,16 @@ class MultiOutputCriterion:
         self.prior = prior if (prior is not None and prior.active) else None
         self._prior_terms = Criterion.__new__(Criterion)  # borrow its piBO term and gradient
         self._prior_terms.prior = self.prior
+
+    def focused(self, X: np.ndarray) -> MultiOutputCriterion:
+        """This criterion on the outputs' ``focus`` around the starts ``X`` (as
+        :meth:`headstart._engine.acquisition.Criterion.focused`), or itself."""
+        posterior = self.posterior.focus(X)
+        if posterior is self.posterior:
+            return self
+        out = copy.copy(self)
+        out.posterior = posterior
+        return out
 
     @property
     def feasible_seen(self) -> bool:

@@ -9,7 +9,7 @@ The search follows the design of Optuna's ``_gp/optim_mixed.py`` (our own implem
    the prior instead, so a narrow prior is not missed by uniform screening.
 2. **Starts.** The incumbent (best training point), the best Sobol point, and further Sobol points
    drawn by roulette with ``p ∝ exp(f - f_max)`` (for LogEI: proportional to EI), :data:`N_STARTS`
-   in all.
+   in all (or the posterior's ``search_starts``).
 3. **Local search**, all starts together, a few rounds of
    a. one batched, decoupled L-BFGS-B (:func:`headstart._engine.lbfgsb.batched_lbfgsb`) over the
       *relaxed* columns (continuous ones, and integers with more than :data:`EXHAUSTIVE_MAX`
@@ -193,7 +193,8 @@ def optimize_criterion(
     if candidates is not None:
         pool = np.concatenate([pool, candidates])
     pool_values = criterion.value(pool)
-    starts = pool[_pick_starts(pool_values, N_STARTS - 1, rng)]
+    n_starts = getattr(criterion.posterior, "search_starts", N_STARTS)
+    starts = pool[_pick_starts(pool_values, n_starts - 1, rng)]
     if len(train_y):
         incumbent = space.snap(train_X[np.argmax(train_y)][None, :].copy())
         X = np.concatenate([incumbent, starts])

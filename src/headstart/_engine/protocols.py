@@ -35,6 +35,8 @@ class Posterior(Protocol):
         screening_points: Optional. How many Sobol points the acquisition search screens
             (default :data:`headstart._engine.optimize.N_SOBOL`); a posterior that is costly per
             point may ask for fewer.
+        search_starts: Optional. How many local searches the acquisition search runs from the
+            screened points (default :data:`headstart._engine.optimize.N_STARTS`).
         min_separation: Optional. A candidate within this distance of an evaluated point in
             every column (unit cube) counts as a duplicate of it (default: only exact
             duplicates). A model on a small finite basis, whose predictive variance barely

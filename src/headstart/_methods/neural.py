@@ -17,6 +17,7 @@ from headstart._methods.registry import (
     ReportContext,
     check_bool,
     check_choice,
+    check_number,
     register_method,
 )
 from headstart._transfer import defaults
@@ -49,15 +50,23 @@ class NeuralOptions(MethodOptions):
             the standardized or the Yeo-Johnson targets, whichever model has the higher
             evidence for the observed values (the map's Jacobian counted), chosen again at each
             fit from every start.
+        screening_points: Past ``local_points`` trials (with ``residual``), the Sobol points
+            the acquisition search screens (below: the engine's 2,048) ...
+        search_starts: ... and the local searches (L-BFGS-B from the best screened points and
+            the best trial) it runs (below: the engine's 10).
     """
 
     residual: bool = defaults.NEURAL_RESIDUAL
     source_mean: bool = False
     local_points: int | None = defaults.NEURAL_LOCAL_POINTS
     output_warp: str = defaults.NEURAL_OUTPUT_WARP
+    screening_points: int = defaults.NEURAL_SCREENING_POINTS
+    search_starts: int = defaults.NEURAL_SEARCH_STARTS
 
     def __post_init__(self) -> None:
         check_bool("residual", self.residual)
+        check_number("screening_points", self.screening_points, low=1, integer=True)
+        check_number("search_starts", self.search_starts, low=1, integer=True)
         check_bool("source_mean", self.source_mean)
         check_choice("output_warp", self.output_warp, defaults.NEURAL_OUTPUT_WARPS)
         n = self.local_points

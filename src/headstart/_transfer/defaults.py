@@ -78,4 +78,8 @@ ABRAC_OUTPUT_WARP = "auto"
 NEURAL_OUTPUT_WARPS = ("none", "yeo-johnson", "copula", "auto")
 NEURAL_REFIT_GROWTH = 0.05
 NEURAL_TRUNCATION = "uniform"  # nested dropout's truncation distribution
+# The acquisition search's effort (issue 32, item 4): Sobol points screened and local searches
+# (the engine's defaults, headstart._engine.optimize.N_SOBOL / N_STARTS, are Optuna GPSampler's)
+NEURAL_SCREENING_POINTS = 2048
+NEURAL_SEARCH_STARTS = 10
 NEURAL_BASES = ("nested", "ablr", "plain")  # how the basis is trained (features.train_features)

@@ -65,10 +65,12 @@ from headstart._transfer.defaults import (
     NEURAL_OUTPUT_WARPS,
     NEURAL_REFIT_GROWTH,
     NEURAL_RESIDUAL,
+    NEURAL_SCREENING_POINTS,
+    NEURAL_SEARCH_STARTS,
     NEURAL_TRUNCATION,
 )
 from headstart._transfer.features import N_BASIS, FeatureNet, train_features
-from headstart._transfer.neural_residual import fit_residual
+from headstart._transfer.neural_residual import fit_residual, with_search
 
 MIN_SOURCE_POINTS = 20  # fewer source evaluations than this cannot train 20 basis functions
 CACHE_PREFIX = "neural-features/v1"
@@ -116,7 +118,8 @@ class NeuralPosterior:
         Phi = np.vstack([self._Phi, self._features(X)])
         yy = np.concatenate([self._y, np.asarray(y, dtype=np.float64)])
         theta = np.concatenate([np.log(self.fit.alpha), [math.log(self.fit.beta)]])
-        return NeuralPosterior(self.net, self.r, blr_at(theta, Phi, yy), Phi, yy)
+        fit = blr_at(theta, Phi, yy)
+        return with_search(NeuralPosterior(self.net, self.r, fit, Phi, yy), self)
 
 
 class ShiftedPosterior:
@@ -132,6 +135,7 @@ class ShiftedPosterior:
         self.includes_noise = inner.includes_noise
         if hasattr(inner, "min_separation"):
             self.min_separation = inner.min_separation
+        with_search(self, inner)
 
     def _offset(self, X):
         return self.net.features(np.atleast_2d(X)) @ self.w0
@@ -193,6 +197,11 @@ class NeuralTransfer:
         output_warp: The map of the target's values before the fits (:mod:`headstart._gp.
             warping`): ``"none"`` (standardized), ``"yeo-johnson"`` or ``"copula"``; ``"auto"``:
             the first two by their evidence (:meth:`_choose_warp`).
+        screening_points, search_starts: The acquisition search's effort past the exact block
+            (with ``residual``, beyond ``local_points`` observations): the Sobol points it
+            screens and the local searches it runs (:class:`~headstart._engine.protocols.
+            Posterior`; set on the posteriors this model gives there, fantasies included;
+            below, the engine's own).
     """
 
     informative_prior = False
@@ -214,6 +223,8 @@ class NeuralTransfer:
         source_mean: bool = False,
         local_points: int | None = NEURAL_LOCAL_POINTS,
         output_warp: str = NEURAL_OUTPUT_WARP,
+        screening_points: int = NEURAL_SCREENING_POINTS,
+        search_starts: int = NEURAL_SEARCH_STARTS,
     ) -> None:
         if basis not in NEURAL_BASES:
             raise ValueError(f"basis must be one of {NEURAL_BASES}; got {basis!r}.")
@@ -239,6 +250,10 @@ class NeuralTransfer:
         if local_points is not None and (isinstance(local_points, bool) or local_points < 1):
             raise ValueError(f"local_points must be >= 1 or None; got {local_points!r}.")
         self.local_points = local_points
+        self._search = {
+            "screening_points": int(screening_points),
+            "search_starts": int(search_starts),
+        }
         self.source_mean = (
             source_mean_weights(self.net, self.meta_tasks, self.ard) if source_mean else None
         )
@@ -354,6 +369,8 @@ class NeuralTransfer:
             self._residual_theta = self._last.theta
         else:
             self._last = NeuralPosterior(self.net, r, fit, Phi, y)
+        if self.residual and local:  # past the exact block: the search's own effort
+            with_search(self._last, self._search)
         if self.source_mean is not None:
             return ShiftedPosterior(self._last, self.net, self.source_mean), y_model
         return self._last, y_model

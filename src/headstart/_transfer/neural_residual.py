@@ -226,13 +226,15 @@ class ResidualPosterior:
         shortlists (its rounding depends on how many rows a call has), so a row's neighbour,
         like every other part of its prediction, depends on that row alone."""
         dist = self._rest_dist(X)
+        every = np.arange(len(X))
         j = np.argmin(dist, axis=1)
-        low = dist[np.arange(len(X)), j]
-        tol = 1e-9 * (np.abs(low) + (X * X) @ self.w + self._rest_scale)
-        near = dist <= (low + tol)[:, None]
-        tied = np.flatnonzero(near.sum(axis=1) > 1)
+        low = dist[every, j]
+        bound = low + 1e-9 * (np.abs(low) + (X * X) @ self.w + self._rest_scale)
+        dist[every, j] = np.inf  # is the runner-up within the tolerance too?
+        tied = np.flatnonzero(dist.min(axis=1) <= bound)
         if len(tied):  # equally near by the matrix form: the first by exact distance
-            rows, cols = np.nonzero(near[tied])
+            dist[tied, j[tied]] = low[tied]
+            rows, cols = np.nonzero(dist[tied] <= bound[tied, None])
             rows = tied[rows]
             exact = self._paired_sq_dist(X[rows], self._rest_X[cols])
             order = np.lexsort((cols, exact, rows))  # by row, then distance, then index
@@ -430,7 +432,20 @@ class ResidualPosterior:
         if self._mean_from is not None:  # every fantasy as told, for focus
             told = tuple(np.concatenate(pair) for pair in zip(self._fantasies, told, strict=True))
         out._fantasies = told
-        return out
+        return with_search(out, self)
+
+
+SEARCH_SETTINGS = ("screening_points", "search_starts")  # protocols.Posterior's, optional
+
+
+def with_search(posterior, settings):
+    """``posterior`` with the acquisition search's settings of ``settings`` (an object or a
+    dict; :data:`SEARCH_SETTINGS`, those it has), so fantasies and wrappers keep them."""
+    source = settings if isinstance(settings, dict) else vars(settings)
+    for name in SEARCH_SETTINGS:
+        if name in source:
+            setattr(posterior, name, source[name])
+    return posterior
 
 
 def neg_log_posterior(
@@ -577,7 +592,9 @@ def fit_residual(
         ell = np.exp(warm[k : k + d]) if warm is not None else np.ones(d)
         best = int(np.argmax(y)) if incumbent is None else int(incumbent)
         near = nearest_to_incumbent(X, best, is_cat, ell, max_points)
-        rest = np.setdiff1d(np.arange(len(y)), near)
+        outside = np.ones(len(y), dtype=bool)
+        outside[near] = False
+        rest = np.flatnonzero(outside)  # (sorted, as setdiff1d's, at a tenth of its cost)
         X_rest, Phi_rest, y_rest = X[rest], Phi[rest], y[rest]
         X, y, Phi = X[near], y[near], Phi[near]
     D2 = _sq_diffs(X, X, is_cat).reshape(len(X) ** 2, d)
@@ -613,4 +630,5 @@ __all__ = [
     "nearest_to_incumbent",
     "neg_log_posterior",
     "rest_weight_prior",
+    "with_search",
 ]

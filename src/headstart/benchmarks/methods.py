@@ -468,6 +468,17 @@ run_headstart_ablr_residual_mean = _neural_method(
 run_headstart_abrac_residual_exact = _neural_method(
     "abrac", "-residual-exact", residual=True, local_points=None, output_warp="none"
 )
+# ... with an exact block of 50 trials in place of 100 (issue 32, item 4: the block is most of a
+# suggestion's cost past it; the rest are conditioned on one neighbour each)
+run_headstart_abrac_residual_local50 = _neural_method(
+    "abrac", "-residual-local50", residual=True, local_points=50
+)
+# ... with a lighter acquisition search past the exact block (issue 32, item 4): 1,024 Sobol
+# points screened (the ABRAC paper's Emukit screened 1,000 random points, ScaML-GP's reference
+# code 1,024) and 5 local searches in place of 10 (Emukit's ran one)
+run_headstart_abrac_residual_light = _neural_method(
+    "abrac", "-residual-light", residual=True, screening_points=1024, search_starts=5
+)
 # ... with the target's values always through the Yeo-Johnson transform (issue 32)
 run_headstart_abrac_residual_yj = _neural_method(
     "abrac", "-residual-yj", residual=True, output_warp="yeo-johnson"
@@ -868,6 +879,8 @@ register_method("headstart-ablr-residual", run_headstart_ablr_residual)
 register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_mean)
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-abrac-residual-exact", run_headstart_abrac_residual_exact)
+register_method("headstart-abrac-residual-local50", run_headstart_abrac_residual_local50)
+register_method("headstart-abrac-residual-light", run_headstart_abrac_residual_light)
 register_method("headstart-abrac-residual-noisy", run_headstart_abrac_residual_noisy)
 register_method("headstart-abrac-residual-yj", run_headstart_abrac_residual_yj)
 register_method("headstart-abrac-residual-nowarp", run_headstart_abrac_residual_nowarp)
