@@ -13,7 +13,12 @@ so that a run of an older checkout can sit beside the current code's) and writes
     git worktree add /tmp/before bccff63    # the code before the fix
     PYTHONPATH=/tmp/before/src python benchmarks/abrac_svm_long.py \
         --methods headstart-abrac-residual --suffix=-before
-    python benchmarks/abrac_svm_long.py --methods headstart-abrac-residual,headstart-gp
+    python benchmarks/abrac_svm_long.py --methods headstart-gp
+    python benchmarks/abrac_svm_long.py \
+        --methods headstart-abrac-residual,headstart-abrac-residual-fullsearch
+
+(the last: issue 32's lighter search past the block, and the full search it replaced;
+``docs/benchmarks/abrac_search/README.md``).
 """
 
 from __future__ import annotations

@@ -458,10 +458,11 @@ def test_abrac_speed_part_smoke(tmp_path):
     of the neural methods (``ceil(0.05 n) + 1`` pairs at least), and the table reports its mean."""
     module = benchmark_script("abrac")
     skip = "regret,early,tables,svm,long,scaling"
-    args = ["--skip", skip, "--speed", "120", "--speed-repeats", "2", "--out", str(tmp_path)]
+    args = ["--skip", skip, "--speed", "120", "--speed-repeats", "2", "--speed-rounds", "2"]
+    args += ["--out", str(tmp_path)]
     assert module.main(args) == 0
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "abrac_speed.csv")
-    assert set(rows["repeats"]) == {math.ceil(0.05 * 120) + 1} and len(rows) == 3
+    assert set(rows["repeats"]) == {math.ceil(0.05 * 120) + 1} and len(rows) == 2 * 4
     assert "| 120 |" in (tmp_path / "abrac.md").read_text()

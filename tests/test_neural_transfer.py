@@ -333,6 +333,48 @@ def test_beyond_the_local_size_hyperparameters_refit_per_growth_and_the_residual
     assert set(changed) <= {15, 17, 22} and 15 in changed
 
 
+@pytest.mark.parametrize(("ard", "source_mean"), [(True, False), (False, False), (False, True)])
+def test_between_refits_past_the_block_the_reported_head_is_made_when_asked_for(
+    monkeypatch, ard, source_mean
+):
+    """Past ``local_points``, between refits, the residual model starts from its own previous
+    fit, so the head at the frozen hyperparameters is not computed per suggestion. A twin that
+    computes it every time (the code before) gives the same posterior and the same report."""
+    import headstart._transfer.neural as neural
+
+    monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)
+    rng = np.random.default_rng(0)
+    X = rng.random((16, 1))
+    y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    grid = np.linspace(0, 1, 9)[:, None]
+
+    def run():
+        model = NeuralTransfer(
+            _forrester_tasks(), np.zeros(1, bool), deterministic=True, ard=ard, active="all",
+            local_points=12, source_mean=source_mean,
+        )  # fmt: skip
+        out = []
+        for n in range(12, 17):
+            post, _ = model.condition(X[:n], y[:n], np.random.default_rng(n))
+            deferred = model._head is None
+            out.append((deferred, post.posterior(grid), model.diagnostics()["head"]))
+        return out
+
+    lazy = run()
+    monkeypatch.setattr(neural, "valid_init", lambda *args: False)  # never resumable: eager
+    eager = run()
+    assert [n for n, (d, _, _) in zip(range(12, 17), lazy, strict=True) if d] == [13, 14, 16]
+    assert not any(d for d, _, _ in eager)
+    for (_, (m1, v1), h1), (_, (m2, v2), h2) in zip(lazy, eager, strict=True):
+        np.testing.assert_allclose(m1, m2, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(v1, v2, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(h1["ard_precisions"], h2["ard_precisions"], rtol=1e-12)
+        assert h1["noise_variance"] == pytest.approx(h2["noise_variance"], rel=1e-12)
+        assert h1["residual"]["head_log_evidence"] == pytest.approx(
+            h2["residual"]["head_log_evidence"], rel=1e-12
+        )
+
+
 @pytest.mark.parametrize("ard", [True, False])
 def test_the_papers_head_past_the_local_size_is_conditioned_between_refits_and_resumes(
     monkeypatch, ard
@@ -570,6 +612,26 @@ def test_a_study_stored_before_abracs_warp_resumes_without_it():
     assert StudyConfig.from_json(new.to_json()).options["output_warp"] == "auto"
     ablr = StudyConfig(method="ablr").to_json()
     assert StudyConfig.from_json(ablr).options["output_warp"] == "none"
+
+
+def test_a_study_stored_before_the_search_settings_resumes_with_the_full_search():
+    """ABRAC's defaults past its exact block are 1,024 Sobol points and 5 local searches
+    (ABLR's: the engine's 2,048 and 10); stored ABRAC options without them (written before they
+    existed) resume with the full search they ran with, and stored values are kept."""
+    from headstart._config import StudyConfig
+
+    new = StudyConfig(method="abrac")
+    assert (new.options["screening_points"], new.options["search_starts"]) == (1024, 5)
+    ablr = StudyConfig(method="ablr")
+    assert (ablr.options["screening_points"], ablr.options["search_starts"]) == (2048, 10)
+    old = new.to_json()
+    old["options"] = {
+        k: v for k, v in old["options"].items() if k not in ("screening_points", "search_starts")
+    }
+    resumed = StudyConfig.from_json(old).options
+    assert (resumed["screening_points"], resumed["search_starts"]) == (2048, 10)
+    kept = StudyConfig.from_json(new.to_json()).options
+    assert (kept["screening_points"], kept["search_starts"]) == (1024, 5)
 
 
 def test_the_transfer_check_scores_abrac_without_its_warp(monkeypatch):

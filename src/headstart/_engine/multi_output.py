@@ -36,7 +36,6 @@ feasibility alone (find a feasible point first).
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 
@@ -52,7 +51,7 @@ from headstart._engine.acquisition import (
     log_h,
 )
 from headstart._engine.prior_weight import PriorWeight
-from headstart._engine.protocols import Posterior
+from headstart._engine.protocols import Posterior, cheapest_search
 
 NO_INCUMBENT = -math.inf  # best feasible value before any feasible observation
 CHUNK_ELEMENTS = 2_000_000  # point x box x objective terms evaluated at once (memory bound)
@@ -271,10 +270,7 @@ class StackedPosterior:
         self.outputscale = float(np.mean([p.outputscale for p in self.posteriors]))
         ells = [p.lengthscales for p in self.posteriors if p.lengthscales is not None]
         self.lengthscales = np.exp(np.mean(np.log(ells), axis=0)) if ells else None
-        for name in ("screening_points", "search_starts"):
-            asked = [getattr(p, name) for p in self.posteriors if hasattr(p, name)]
-            if asked:
-                setattr(self, name, min(asked))
+        cheapest_search(self, self.posteriors)
         seps = [getattr(p, "min_separation", None) for p in self.posteriors]
         if any(s is not None for s in seps):
             self.min_separation = max(s for s in seps if s is not None)
@@ -340,15 +336,7 @@ class MultiOutputCriterion:
         self._prior_terms = Criterion.__new__(Criterion)  # borrow its piBO term and gradient
         self._prior_terms.prior = self.prior
 
-    def focused(self, X: np.ndarray) -> MultiOutputCriterion:
-        """This criterion on the outputs' ``focus`` around the starts ``X`` (as
-        :meth:`headstart._engine.acquisition.Criterion.focused`), or itself."""
-        posterior = self.posterior.focus(X)
-        if posterior is self.posterior:
-            return self
-        out = copy.copy(self)
-        out.posterior = posterior
-        return out
+    focused = Criterion.focused  # on each output's focus (StackedPosterior.focus)
 
     @property
     def feasible_seen(self) -> bool:

@@ -141,4 +141,37 @@ class ModelCache(Protocol):
         ...
 
 
-__all__ = ["FantasizingPosterior", "ModelCache", "Posterior", "Surrogate"]
+SEARCH_SETTINGS = ("screening_points", "search_starts")
+"""The optional attributes of :class:`Posterior` that set the acquisition search's effort."""
+
+
+def with_search(posterior: Any, settings: Any) -> Any:
+    """``posterior`` with the search settings (:data:`SEARCH_SETTINGS`) that ``settings`` has (a
+    posterior or a dict), so that a fantasy or a wrapper searches as the posterior it came from."""
+    source = settings if isinstance(settings, dict) else vars(settings)
+    for name in SEARCH_SETTINGS:
+        if name in source:
+            setattr(posterior, name, source[name])
+    return posterior
+
+
+def cheapest_search(posterior: Any, parts: Any) -> Any:
+    """``posterior`` (a combination of ``parts``: several outputs, a model average) with each
+    search setting that some part sets, at the smallest value among them (the costliest part's
+    budget), so the combination is searched no harder than any part asks."""
+    for name in SEARCH_SETTINGS:
+        asked = [getattr(p, name) for p in parts if hasattr(p, name)]
+        if asked:
+            setattr(posterior, name, min(asked))
+    return posterior
+
+
+__all__ = [
+    "SEARCH_SETTINGS",
+    "FantasizingPosterior",
+    "ModelCache",
+    "Posterior",
+    "Surrogate",
+    "cheapest_search",
+    "with_search",
+]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headstart._engine.protocols import Posterior
+from headstart._engine.protocols import Posterior, cheapest_search
 
 MIN_PART_WEIGHT = 1e-4  # parts below this weight are dropped (renormalized): they change nothing
 
@@ -81,9 +81,7 @@ class AveragedPosterior:
         )
         heaviest = self.parts[int(np.argmax(self.weights))].posterior
         self.lengthscales = heaviest.lengthscales  # preconditions the search like the main part
-        screening = [getattr(p.posterior, "screening_points", None) for p in self.parts]
-        if any(s is not None for s in screening):
-            self.screening_points = min(s for s in screening if s is not None)
+        cheapest_search(self, [p.posterior for p in self.parts])
 
     def _moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every part's mean and variance at ``X`` in the common units (``k x m`` each)."""

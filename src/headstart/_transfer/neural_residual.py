@@ -59,6 +59,7 @@ import scipy.linalg
 import torch
 
 from headstart._engine.numerics import robust_cholesky
+from headstart._engine.protocols import with_search
 from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, SCAML_TEST_HYPERPRIOR
 from headstart._gp.kernels import matern52_np, matern52_value_np, sq_dist_np
@@ -435,17 +436,9 @@ class ResidualPosterior:
         return with_search(out, self)
 
 
-SEARCH_SETTINGS = ("screening_points", "search_starts")  # protocols.Posterior's, optional
-
-
-def with_search(posterior, settings):
-    """``posterior`` with the acquisition search's settings of ``settings`` (an object or a
-    dict; :data:`SEARCH_SETTINGS`, those it has), so fantasies and wrappers keep them."""
-    source = settings if isinstance(settings, dict) else vars(settings)
-    for name in SEARCH_SETTINGS:
-        if name in source:
-            setattr(posterior, name, source[name])
-    return posterior
+def valid_init(theta: np.ndarray | None, k: int, d: int) -> bool:
+    """Whether ``theta`` can start (or freeze) a fit of ``k`` precisions and ``d`` columns."""
+    return theta is not None and len(theta) == k + d + 2 and bool(np.isfinite(theta).all())
 
 
 def neg_log_posterior(
@@ -548,7 +541,7 @@ def fit_residual(
     X: np.ndarray,
     y: np.ndarray,
     is_cat: np.ndarray,
-    head: BLRFit,
+    head: BLRFit | None,
     *,
     Phi: np.ndarray | None = None,
     ard: bool,
@@ -564,7 +557,8 @@ def fit_residual(
     ``Phi``: the features of ``X`` (at least ``r`` columns), when the caller has them.
     ``warm_only``: fit from ``init`` alone (the caller's schedule decides when the other starts
     run again, as the Matérn GP's does: :func:`headstart._gp.surrogate.default_refit_due`).
-    ``frozen``: no fit, ``init`` as it is (a valid ``init`` is required; else it fits).
+    ``frozen``: no fit, ``init`` as it is (a valid ``init`` is required; else it fits); then
+    ``head`` may be ``None`` (it only seeds the fit's starts).
 
     ``max_points``: with more observations than this, the model keeps the residual's
     correlations among the ``max_points`` nearest the incumbent (row ``incumbent``, default the
@@ -582,11 +576,9 @@ def fit_residual(
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     Phi = (net.features(X) if Phi is None else np.asarray(Phi, dtype=np.float64))[:, :r]
     d, k = X.shape[1], (r if ard else 1)
-    log_alpha = np.log(head.alpha) if ard else np.log(head.alpha[:1])
-    log_noise = DETERMINISTIC_LOG_NOISE if deterministic else math.log(max(1 / head.beta, 1e-6))
-    first = np.concatenate([log_alpha, np.full(d, START_LOG_ELL), [START_LOG_S, log_noise]])
-    valid = init is not None and len(init) == len(first) and np.isfinite(init).all()
-    warm = np.asarray(init, dtype=np.float64) if valid else None
+    warm = np.asarray(init, dtype=np.float64) if valid_init(init, k, d) else None
+    if head is None and not (frozen and warm is not None):
+        raise ValueError("fit_residual needs the head's fit unless it is frozen at a valid init.")
     rest = None
     if max_points is not None and len(y) > max_points:
         ell = np.exp(warm[k : k + d]) if warm is not None else np.ones(d)
@@ -597,10 +589,15 @@ def fit_residual(
         rest = np.flatnonzero(outside)  # (sorted, as setdiff1d's, at a tenth of its cost)
         X_rest, Phi_rest, y_rest = X[rest], Phi[rest], y[rest]
         X, y, Phi = X[near], y[near], Phi[near]
-    D2 = _sq_diffs(X, X, is_cat).reshape(len(X) ** 2, d)
+    D2 = None  # the fit's n^2 x d differences (a frozen conditioning needs none)
     if frozen and warm is not None:
         theta = warm
     else:
+        D2 = _sq_diffs(X, X, is_cat).reshape(len(X) ** 2, d)
+        log_alpha = np.log(head.alpha) if ard else np.log(head.alpha[:1])
+        noise = 1 / head.beta
+        log_noise = DETERMINISTIC_LOG_NOISE if deterministic else math.log(max(noise, 1e-6))
+        first = np.concatenate([log_alpha, np.full(d, START_LOG_ELL), [START_LOG_S, log_noise]])
         second = first.copy()  # the residual carries the data: GP-BO's start, the basis beside it
         second[-2:] = [0.0, max(log_noise, math.log(1e-2)) if not deterministic else log_noise]
         starts = [first, second]
@@ -630,5 +627,5 @@ __all__ = [
     "nearest_to_incumbent",
     "neg_log_posterior",
     "rest_weight_prior",
-    "with_search",
+    "valid_init",
 ]

@@ -473,11 +473,10 @@ run_headstart_abrac_residual_exact = _neural_method(
 run_headstart_abrac_residual_local50 = _neural_method(
     "abrac", "-residual-local50", residual=True, local_points=50
 )
-# ... with a lighter acquisition search past the exact block (issue 32, item 4): 1,024 Sobol
-# points screened (the ABRAC paper's Emukit screened 1,000 random points, ScaML-GP's reference
-# code 1,024) and 5 local searches in place of 10 (Emukit's ran one)
-run_headstart_abrac_residual_light = _neural_method(
-    "abrac", "-residual-light", residual=True, screening_points=1024, search_starts=5
+# ... with the engine's full acquisition search past the exact block (2,048 Sobol points, 10
+# local searches: the default before issue 32's last round, which made it 1,024 and 5)
+run_headstart_abrac_residual_fullsearch = _neural_method(
+    "abrac", "-residual-fullsearch", residual=True, screening_points=2048, search_starts=10
 )
 # ... with the target's values always through the Yeo-Johnson transform (issue 32)
 run_headstart_abrac_residual_yj = _neural_method(
@@ -880,7 +879,7 @@ register_method("headstart-abrac-residual-mean", run_headstart_abrac_residual_me
 register_method("headstart-ablr-residual-mean", run_headstart_ablr_residual_mean)
 register_method("headstart-abrac-residual-exact", run_headstart_abrac_residual_exact)
 register_method("headstart-abrac-residual-local50", run_headstart_abrac_residual_local50)
-register_method("headstart-abrac-residual-light", run_headstart_abrac_residual_light)
+register_method("headstart-abrac-residual-fullsearch", run_headstart_abrac_residual_fullsearch)
 register_method("headstart-abrac-residual-noisy", run_headstart_abrac_residual_noisy)
 register_method("headstart-abrac-residual-yj", run_headstart_abrac_residual_yj)
 register_method("headstart-abrac-residual-nowarp", run_headstart_abrac_residual_nowarp)
