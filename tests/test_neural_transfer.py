@@ -375,6 +375,32 @@ def test_between_refits_past_the_block_the_reported_head_is_made_when_asked_for(
         )
 
 
+def test_a_stored_residual_fit_that_is_not_finite_is_refitted_not_resumed(monkeypatch):
+    """A resumed model whose stored residual hyperparameters hold a NaN (JSON allows it) fits
+    again between refits past the block, as one without a stored fit, instead of failing."""
+    import headstart._transfer.neural as neural
+
+    monkeypatch.setattr(neural, "NEURAL_REFIT_GROWTH", 0.25)  # no refit due from 12 to 14
+    model = NeuralTransfer(
+        _forrester_tasks(), np.zeros(1, bool), deterministic=True, ard=False, local_points=12
+    )
+    rng = np.random.default_rng(0)
+    X = rng.random((14, 1))
+    y = -((6 * X[:, 0] - 2) ** 2) * np.sin(12 * X[:, 0] - 4)
+    for n in (12, 13):
+        model.condition(X[:n], y[:n], rng)
+    state = json.loads(json.dumps(model.state()))
+    state["residual_theta"][0] = float("nan")
+    resumed = NeuralTransfer(
+        _forrester_tasks(), np.zeros(1, bool), deterministic=True, ard=False, local_points=12,
+        net=model.net,
+    )  # fmt: skip
+    resumed.load_state(state)
+    post, _ = resumed.condition(X, y, rng)  # between refits: the stored fit would be frozen
+    assert np.isfinite(post.theta).all()
+    assert np.isfinite(post.posterior(np.linspace(0, 1, 5)[:, None])[0]).all()
+
+
 @pytest.mark.parametrize("ard", [True, False])
 def test_the_papers_head_past_the_local_size_is_conditioned_between_refits_and_resumes(
     monkeypatch, ard
