@@ -682,3 +682,30 @@ def test_the_multi_output_search_climbs_each_outputs_focus():
     assert criterion.posterior is stacked
     plain = MultiOutputCriterion(StackedPosterior([second]), 1, np.zeros(0), best_f=-1.0)
     assert plain.focused(X) is plain
+
+
+def test_the_stand_in_is_made_again_where_discrete_moves_took_the_starts():
+    """On a mixed space the search alternates L-BFGS-B on the continuous columns with moves on
+    the discrete ones; once the moves have taken the starts elsewhere, the next round climbs a
+    stand-in made around where they are now, not where they began (issue 32)."""
+
+    class Recording(_Bowl):
+        def __init__(self, centre):
+            super().__init__(centre)
+            self.focused_at = []
+
+        def focus(self, X):
+            self.focused_at.append(np.array(X, copy=True))
+            return _Bowl(self.centre)
+
+    posterior = Recording([0.3, 1.0])  # the bowl's floor at the categorical column's value 1
+    criterion = Criterion(posterior, "ucb", 0.0, beta=0.0)
+    space = MixedSpace((None, np.array([0.0, 0.5, 1.0])), np.array([False, True]))
+    rng = np.random.default_rng(0)
+    X = space.snap(rng.random((6, 2)))
+    X[:, 1] = 0.0  # every trial at the categorical value 0: the starts' moves change it
+    x = optimize_criterion(criterion, space, X, -((X - 0.3) ** 2).sum(1), rng, np.ones(2))
+    assert len(posterior.focused_at) >= 2  # made again after the first round's moves
+    first, later = posterior.focused_at[0], posterior.focused_at[-1]
+    assert not np.array_equal(first, later)
+    assert x[1] == 1.0 and abs(x[0] - 0.3) < 0.05

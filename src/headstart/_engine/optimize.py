@@ -203,21 +203,28 @@ def optimize_criterion(
     F = criterion.value(X)
 
     relaxed = space.relaxed_cols
-    # the local search climbs the posterior's smooth stand-in around the starts, if it has one
-    # (protocols.Posterior.focus); end points are scored with the criterion itself below
-    search = criterion.focused(X) if len(relaxed) and hasattr(criterion, "focused") else criterion
     discrete = space.discrete_cols
     scale = 1.0 / np.maximum(lengthscales[relaxed], 1e-6)  # z = x / ell
     rounds = MAX_ROUNDS if len(discrete) else 1
+    search, focused_at = criterion, None
     for _ in range(rounds):
         improved = False
         if len(relaxed):
+            # the local search climbs the posterior's smooth stand-in around the starts, if it
+            # has one (protocols.Posterior.focus), made again where the starts have moved since
+            # (discrete moves); end points are scored with the criterion itself below
+            if hasattr(criterion, "focused") and (
+                focused_at is None or not np.array_equal(focused_at, X)
+            ):
+                search, focused_at = criterion.focused(X), X.copy()
             X_new = X.copy()
 
-            def neg_criterion(idx: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            def neg_criterion(
+                idx: np.ndarray, Z: np.ndarray, climbed: Criterion = search
+            ) -> tuple[np.ndarray, np.ndarray]:
                 full = X[idx].copy()
                 full[:, relaxed] = Z / scale
-                f, g = search.value_and_grad(full, relaxed)
+                f, g = climbed.value_and_grad(full, relaxed)
                 return -f, -g / scale
 
             bounds = np.stack([np.zeros_like(scale), scale], axis=-1)
