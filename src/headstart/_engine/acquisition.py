@@ -41,7 +41,7 @@ from scipy.special import erfcx, log_ndtr, ndtr
 
 from headstart._engine import UCB_BETA
 from headstart._engine.prior_weight import PriorWeight
-from headstart._engine.protocols import Posterior
+from headstart._engine.protocols import Posterior, focus_of
 
 _C1 = 0.5 * math.log(2.0 * math.pi)
 _C2 = 0.5 * math.log(0.5 * math.pi)
@@ -233,8 +233,7 @@ class Criterion:
     def focused(self, X: np.ndarray) -> Criterion:
         """This criterion on the posterior's ``focus`` around the starts ``X`` (the local
         search's, :class:`~headstart._engine.protocols.Posterior`), or itself."""
-        focus = getattr(self.posterior, "focus", None)
-        posterior = self.posterior if focus is None else focus(X)
+        posterior = focus_of(self.posterior, X)
         if posterior is self.posterior:
             return self
         out = copy.copy(self)

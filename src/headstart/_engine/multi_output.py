@@ -51,7 +51,7 @@ from headstart._engine.acquisition import (
     log_h,
 )
 from headstart._engine.prior_weight import PriorWeight
-from headstart._engine.protocols import Posterior, cheapest_search
+from headstart._engine.protocols import Posterior, cheapest_search, focus_of
 
 NO_INCUMBENT = -math.inf  # best feasible value before any feasible observation
 CHUNK_ELEMENTS = 2_000_000  # point x box x objective terms evaluated at once (memory bound)
@@ -278,7 +278,7 @@ class StackedPosterior:
     def focus(self, X: np.ndarray) -> StackedPosterior:
         """Each output's smooth stand-in around the starts ``X`` (``protocols.Posterior``; the
         output itself where it has none), or ``self`` if no output has one."""
-        focused = [p.focus(X) if hasattr(p, "focus") else p for p in self.posteriors]
+        focused = [focus_of(p, X) for p in self.posteriors]
         if all(f is p for f, p in zip(focused, self.posteriors, strict=True)):
             return self
         return StackedPosterior(focused)

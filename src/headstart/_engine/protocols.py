@@ -155,6 +155,13 @@ def with_search(posterior: Any, settings: Any) -> Any:
     return posterior
 
 
+def focus_of(posterior: Any, X: np.ndarray) -> Any:
+    """``posterior``'s smooth stand-in around the local search's starts ``X`` (its optional
+    ``focus``, :class:`Posterior`), or ``posterior`` itself when it has none."""
+    focus = getattr(posterior, "focus", None)
+    return posterior if focus is None else focus(X)
+
+
 def cheapest_search(posterior: Any, parts: Any) -> Any:
     """``posterior`` (a combination of ``parts``: several outputs, a model average) with each
     search setting that some part sets, at the smallest value among them (the costliest part's
@@ -173,5 +180,6 @@ __all__ = [
     "Posterior",
     "Surrogate",
     "cheapest_search",
+    "focus_of",
     "with_search",
 ]

@@ -55,7 +55,7 @@ import numpy as np
 
 from headstart._cached import cached
 from headstart._engine.numerics import check_training_data, standardize
-from headstart._engine.protocols import with_search
+from headstart._engine.protocols import focus_of, with_search
 from headstart._gp.surrogate import default_refit_due
 from headstart._gp.warping import warp_targets, yeo_johnson_targets
 from headstart._transfer.blr import BLRFit, ard_theta, blr_at, fit_blr, theta_of
@@ -120,8 +120,7 @@ class NeuralPosterior:
         Phi = np.vstack([self._Phi, self._features(X)])
         yy = np.concatenate([self._y, np.asarray(y, dtype=np.float64)])
         theta = np.concatenate([np.log(self.fit.alpha), [math.log(self.fit.beta)]])
-        fit = blr_at(theta, Phi, yy)
-        return with_search(NeuralPosterior(self.net, self.r, fit, Phi, yy), self)
+        return NeuralPosterior(self.net, self.r, blr_at(theta, Phi, yy), Phi, yy)
 
 
 class ShiftedPosterior:
@@ -160,7 +159,7 @@ class ShiftedPosterior:
         return ShiftedPosterior(self.inner.fantasize(X, y - self._offset(X)), self.net, self.w0)
 
     def focus(self, X):
-        inner = self.inner.focus(X) if hasattr(self.inner, "focus") else self.inner
+        inner = focus_of(self.inner, X)
         return self if inner is self.inner else ShiftedPosterior(inner, self.net, self.w0)
 
 

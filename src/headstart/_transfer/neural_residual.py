@@ -279,6 +279,14 @@ class ResidualPosterior:
             f, df = matern52_np(sq_dist_np(X, self.X, self.is_cat, self.w))
             k, G = F @ self.PC.T + self.s * f, self.s * df
         c, dc = self._rest_cov(X, F, J, k @ self.L_inv.T, G, j, r2)
+        return self._rest_mean(X, F, J, j, r2, c, dc)
+
+    def _rest_mean(self, X, F, J, j, r2, c, dc):
+        """The rest correction of the mean and, with ``J``, its gradient, from this block's
+        ``c(x)`` (and ``dc``): ``c (y_j - mu_b(x_j)) / (v_j + sigma^2)``, or for a fantasized
+        posterior its base's (:meth:`_mean_shift`)."""
+        if self._mean_from is not None:
+            return self._mean_from._mean_shift(X, F, J, j, r2)
         shift = self._rest_shift[j]
         return c * shift, (None if dc is None else dc * shift[:, None])
 
@@ -319,10 +327,8 @@ class ResidualPosterior:
             return mean, var
         j, r2 = self._nearest(X)
         c, _ = self._rest_cov(X, F, None, V, None, j, r2)
-        var = var - c * c * self._rest_inv[j]
-        if self._mean_from is None:
-            return mean + c * self._rest_shift[j], var
-        return mean + self._mean_from._mean_shift(X, F, None, j, r2)[0], var
+        shift = self._rest_mean(X, F, None, j, r2, c, None)[0]
+        return mean + shift, var - c * c * self._rest_inv[j]
 
     def posterior_and_grad(self, X: np.ndarray):
         r"""Mean and variance with their gradients in ``X``: the feature part through the
@@ -353,12 +359,8 @@ class ResidualPosterior:
             inv = self._rest_inv[j]
             raw_var = raw_var - c * c * inv
             dvar -= (2.0 * c * inv)[:, None] * dc
-            if self._mean_from is None:
-                shift = self._rest_shift[j]
-                mean, dmean = mean + c * shift, dmean + dc * shift[:, None]
-            else:
-                m_shift, dm_shift = self._mean_from._mean_shift(X, F, J, j, r2)
-                mean, dmean = mean + m_shift, dmean + dm_shift
+            m_shift, dm_shift = self._rest_mean(X, F, J, j, r2, c, dc)
+            mean, dmean = mean + m_shift, dmean + dm_shift
         dvar[raw_var < 1e-12] = 0.0
         return mean, np.maximum(raw_var, 1e-12), dmean, dvar
 
