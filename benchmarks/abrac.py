@@ -387,11 +387,11 @@ def suggestion_seconds(sizes, repeats: int, out_csv: Path, rounds: int = 1) -> s
     gp, paper, full = "headstart-gp", "headstart-abrac-paper", f"{ABRAC}-fullsearch"
     for n in median.index:
         m, f = median.loc[n], first.loc[n]
-        full_cells = f"{m[full]:.3f} | {m[full] / m[gp]:.2f}" if pd.notna(m.get(full)) else "- | -"
+        full_cells = f"{m[full]:.3f} | {m[full] / m[gp]:.3f}" if pd.notna(m.get(full)) else "- | -"
         lines.append(
-            f"| {n} | {m[gp]:.3f} | {m[paper]:.3f} | {m[paper] / m[gp]:.2f} | {m[ABRAC]:.3f} | "
-            f"{m[ABRAC] / m[gp]:.2f} | {full_cells} | "
-            f"{spread.loc[n, 'min']:.2f}-{spread.loc[n, 'max']:.2f} | "
+            f"| {n} | {m[gp]:.3f} | {m[paper]:.3f} | {m[paper] / m[gp]:.3f} | {m[ABRAC]:.4f} | "
+            f"{m[ABRAC] / m[gp]:.3f} | {full_cells} | "
+            f"{spread.loc[n, 'min']:.3f}-{spread.loc[n, 'max']:.3f} | "
             f"{f[gp]:.2f} / {f[paper]:.2f} / {f[ABRAC]:.2f} |"
         )
     return "\n".join(lines) + "\n"

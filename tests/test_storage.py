@@ -100,6 +100,40 @@ def test_trial_life_cycle_and_numbers(one_url):
     assert [t.number for t in store.get_trials(sid, states=[TrialState.COMPLETE])] == [0]
 
 
+def test_set_trial_params_refuses_duplicates_and_bad_trials(one_url):
+    """The check-and-fill of a reserved trial: which other trials count as duplicates
+    (``after_number``, unfinished ones, ``recheck_ids``; never another study's), and the errors
+    for an unknown or finished trial, with nothing written."""
+    store = get_storage(one_url)
+    sid, other = new_study(store, "a").study_id, new_study(store, "b").study_id
+    same = {"x": 0.5}
+    old = store.create_trial(sid, state=TrialState.RUNNING, params=same)
+    store.finish_trial(old.trial_id, state=TrialState.COMPLETE, value=1.0)  # number 0
+    store.create_trial(other, state=TrialState.RUNNING, params={"x": 0.25})  # other study
+    slot = store.create_trial(sid, state=TrialState.RUNNING, params={})  # number 1
+    fill = store.set_trial_params
+    assert not fill(slot.trial_id, same)  # after_number=-1: every trial is checked
+    assert not fill(slot.trial_id, same, after_number=0, recheck_ids=[old.trial_id])
+    assert store.get_trial(slot.trial_id).params == {}  # refused: nothing written
+    # the caller compared the finished trials up to number 0 itself: not checked again
+    assert fill(slot.trial_id, same, after_number=0, user_attrs={"k": 1})
+    filled = store.get_trial(slot.trial_id)
+    assert (filled.params, filled.user_attrs, filled.state) == (same, {"k": 1}, TrialState.RUNNING)
+    other_slot = store.create_trial(other, state=TrialState.RUNNING, params={})
+    assert fill(other_slot.trial_id, same)  # another study's trials never count
+    queued = store.create_trial(sid, state=TrialState.WAITING, params={"x": 0.75})
+    late = store.create_trial(sid, state=TrialState.RUNNING, params={})
+    top = queued.number
+    assert not fill(late.trial_id, {"x": 0.75}, after_number=top)  # unfinished: always checked
+    assert fill(late.trial_id, {"x": 0.75}, after_number=top, unique=False)
+    with pytest.raises(UnknownTrialError, match="does not exist"):
+        fill(10_000, {"x": 0.1})
+    store.finish_trial(late.trial_id, state=TrialState.FAILED, value=None)
+    with pytest.raises(TrialAlreadyFinishedError, match="no longer running"):
+        fill(late.trial_id, {"x": 0.9})
+    assert store.get_trial(late.trial_id).params == {"x": 0.75}
+
+
 def test_create_trials_is_one_transaction(one_url):
     store = get_storage(one_url)
     sid = new_study(store).study_id

@@ -53,6 +53,18 @@ def test_ask_tell_loop_with_gp_finds_a_good_point():
     assert all(t.user_attrs["seconds_suggest"] >= 0 for t in study.trials)
 
 
+def test_an_asked_trial_is_the_stored_one():
+    """ask() builds its Trial without reading the row back: it must equal what a read gives,
+    JSON-parsed params and user attributes included (the kernel expression too)."""
+    study = hs.create_study("s", space2(), storage=None, seed=0, n_initial=2)
+    for _ in range(4):
+        trial = study.ask()
+        stored = study._trial(study.storage.get_trial(trial.trial_id))
+        assert trial == stored and type(trial.params["n"]) is int
+        assert dict(trial.user_attrs) == dict(stored.user_attrs) and trial.user_attrs
+        study.tell(trial, objective(trial.params))
+
+
 def test_same_seed_same_suggestions():
     runs = []
     for _ in range(2):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import os
 import time
 import warnings
@@ -302,8 +303,11 @@ class Study:
                 unique=unique,
                 after_number=self._trial_cache.max_number,
                 recheck_ids=[r.trial_id for r in unfinished],  # may have got params since
-            ):
-                return self._trial(self._storage.get_trial(reserved.trial_id))
+            ):  # the stored row, without reading it back (JSON-parsed as a read would be)
+                filled = dataclasses.replace(
+                    reserved, params=json.loads(key), user_attrs=json.loads(params_key(attrs))
+                )
+                return self._trial(filled)
             refused.append(params)
         raise AssertionError("unreachable")  # pragma: no cover - itertools.count never ends
 

@@ -84,10 +84,12 @@ def log_h(z: np.ndarray) -> np.ndarray:
     mid = ~upper & ~low
     zu = z[upper]
     out[upper] = np.log(np.exp(-0.5 * zu * zu - _C1) + zu * ndtr(zu))
-    zm = z[mid]
-    out[mid] = -0.5 * zm * zm - _C1 + _log1mexp(np.log(erfcx(-zm / math.sqrt(2.0)) * -zm) + _C2)
-    zl = z[low]
-    out[low] = -0.5 * zl * zl - _C1 - 2.0 * np.log(-zl)
+    if mid.any():  # (the local search's few rows are often all in one branch)
+        zm = z[mid]
+        out[mid] = -0.5 * zm * zm - _C1 + _log1mexp(np.log(erfcx(-zm / math.sqrt(2.0)) * -zm) + _C2)
+    if low.any():
+        zl = z[low]
+        out[low] = -0.5 * zl * zl - _C1 - 2.0 * np.log(-zl)
     return out
 
 

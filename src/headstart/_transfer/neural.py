@@ -9,8 +9,8 @@ residual is exact only among the points nearest the incumbent (``fit_residual``'
 the hyperparameters are refitted per :func:`refit_due`, so a suggestion's
 cost grows with the trials only through ``O(n r^2)`` terms and a linear nearest-point search
 per candidate (issue 32: 1.8x GP-BO's at n = 500 before, 0.15x after; 0.12x with ABRAC's
-lighter acquisition search there, ``screening_points`` and ``search_starts``;
-``docs/benchmarks/abrac.md``).
+lighter acquisition search there, ``screening_points`` and ``search_starts``, and 0.095x once
+ask's storage statements were built once instead of per call; ``docs/benchmarks/abrac.md``).
 
 Settings (the methods ``abrac``, ``ablr`` and ``ablr-sgd-fixed`` of :mod:`headstart._methods`
 are three presets of them):

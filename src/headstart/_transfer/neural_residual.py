@@ -139,6 +139,11 @@ class ResidualPosterior:
         self.outputscale = 1.0  # standardized targets: the prior variance's scale
         self.Phi = self._features(self.X) if Phi is None else Phi
         n = len(self.y)
+        self._train_scaled = None  # without categorical columns: sq_dist_np's training half
+        if not self.is_cat.any():
+            self._root_w = np.sqrt(self.w)
+            self._train_scaled = self.X * self._root_w
+            self._train_sq_norm = (self._train_scaled * self._train_scaled).sum(1)
         if sq_diffs is None:  # (fantasies, focus): no n x n x d temporary
             r2 = sq_dist_np(self.X, self.X, self.is_cat, self.w)
             np.fill_diagonal(r2, 0.0)
@@ -208,9 +213,21 @@ class ResidualPosterior:
         self._rest_scaled = None
         self._rest_scale = float((self._rest_X**2 @ self.w).max())  # for _nearest's tolerance
         if not self.is_cat.any():
-            self._root_w = np.sqrt(self.w)
             scaled = self._rest_X * self._root_w
             self._rest_scaled, self._rest_sq_norm = -2.0 * scaled.T, (scaled * scaled).sum(1)
+
+    def _train_sq_dist(self, X: np.ndarray) -> np.ndarray:
+        """``sq_dist_np(X, self.X, ...)`` with the training half made once per conditioning
+        (the same arithmetic, so the same bits): the search calls it ~30 times a suggestion."""
+        if self._train_scaled is None:
+            return sq_dist_np(X, self.X, self.is_cat, self.w)
+        scaled = X * self._root_w
+        cross = scaled @ self._train_scaled.T
+        cross *= 2.0
+        out = (scaled * scaled).sum(1)[:, None] + self._train_sq_norm[None, :]
+        out -= cross
+        np.maximum(out, 0.0, out=out)
+        return out
 
     def _rest_dist(self, X: np.ndarray) -> np.ndarray:
         """``m x n_R`` distances to the rest points in matrix form, up to a constant per row
@@ -276,7 +293,7 @@ class ResidualPosterior:
         if J is None:
             k = self._k_train(X, F)
         else:
-            f, df = matern52_np(sq_dist_np(X, self.X, self.is_cat, self.w))
+            f, df = matern52_np(self._train_sq_dist(X))
             k, G = F @ self.PC.T + self.s * f, self.s * df
         c, dc = self._rest_cov(X, F, J, k @ self.L_inv.T, G, j, r2)
         return self._rest_mean(X, F, J, j, r2, c, dc)
@@ -295,7 +312,7 @@ class ResidualPosterior:
 
     def _k_train(self, X: np.ndarray, F: np.ndarray) -> np.ndarray:
         """``k(X, self.X)`` (``m x n``) from ``X``'s features ``F``."""
-        k = matern52_value_np(sq_dist_np(X, self.X, self.is_cat, self.w))
+        k = matern52_value_np(self._train_sq_dist(X))
         k *= self.s
         k += F @ self.PC.T  # in place: m x n temporaries cost page faults (matern52_value_np)
         return k
@@ -337,7 +354,7 @@ class ResidualPosterior:
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         F, J = self.net.features_and_jacobian(X)
         F, J = F[:, : self.r], J[:, : self.r]  # m x r, m x r x D
-        f, df = matern52_np(sq_dist_np(X, self.X, self.is_cat, self.w))
+        f, df = matern52_np(self._train_sq_dist(X))
         FA = F @ self.C0
         k = F @ self.PC.T + self.s * f  # m x n
         V = k @ self.L_inv.T  # rows L^{-1} k_i
@@ -350,9 +367,10 @@ class ResidualPosterior:
         Ga, Gb = G * self.a, G * B
         two_w = self._two_w
         dmean = self._c @ J + two_w * (X * Ga.sum(1)[:, None] - Ga @ self.X)
-        dk_B = ((B @ PA)[:, None, :] @ J)[:, 0] + two_w * (X * Gb.sum(1)[:, None] - Gb @ self.X)
-        dprior = 2.0 * (FA[:, None, :] @ J)[:, 0]
-        dvar = dprior - 2.0 * dk_B
+        # d var = d prior - 2 d k K^{-1} k: the feature parts (2 FA J and 2 (B PA) J) in one
+        # product through the Jacobian, then the Matern part
+        dvar = (2.0 * (FA - B @ PA)[:, None, :] @ J)[:, 0]
+        dvar -= (2.0 * two_w) * (X * Gb.sum(1)[:, None] - Gb @ self.X)
         if self.rest is not None:  # conditioned on the nearest rest point too
             j, r2 = self._nearest(X)
             c, dc = self._rest_cov(X, F, J, V, G, j, r2)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, bindparam, func, select, union_all
 
 from headstart.exceptions import TrialAlreadyFinishedError, UnknownTrialError
 from headstart.storage import _clock
@@ -16,15 +16,58 @@ from headstart.storage._rows import trial_record
 from headstart.storage.records import TrialRecord, TrialState
 from headstart.storage.schema import studies_table, trials_table
 
+# The statements of ask and tell, built once with bound parameters: building a statement cost
+# about 0.1 ms each time (SQLAlchemy's coercions and cache key), several times the statement's own
+# run on SQLite, and ask + tell run about ten.
+_t = trials_table.c
+_UNFINISHED = (TrialState.RUNNING.value, TrialState.WAITING.value)
+_NEXT_NUMBER = select(func.max(_t.number)).where(_t.study_id == bindparam("sid"))
+_INSERT = trials_table.insert()
+_BY_ID = select(trials_table).where(_t.trial_id == bindparam("tid"))
+_CHANGED = select(trials_table).where(
+    _t.study_id == bindparam("sid"), _t.number > bindparam("after")
+)
+_KNOWN = select(trials_table).where(_t.trial_id.in_(bindparam("ids", expanding=True)))
+_owner = trials_table.alias("owner")
+_OWNER = select(_owner.c.study_id).where(_owner.c.trial_id == bindparam("tid"))
+_LOCK_STUDY = (  # PostgreSQL: serialize a study's check-and-write (a row lock)
+    select(studies_table.c.study_id)
+    .where(studies_table.c.study_id == _OWNER.scalar_subquery())
+    .with_for_update()
+)
+_same = (  # another trial of the same study with the same configuration
+    _t.study_id == _OWNER.scalar_subquery(),
+    _t.trial_id != bindparam("tid"),
+    _t.params_json == bindparam("params"),
+)
+_DUPLICATE = union_all(  # three indexed lookups: newer, unfinished, and re-checked trials
+    select(_t.trial_id).where(*_same, _t.number > bindparam("after")),
+    select(_t.trial_id).where(*_same, _t.state.in_(_UNFINISHED)),
+    select(_t.trial_id).where(*_same, _t.trial_id.in_(bindparam("ids", expanding=True))),
+).limit(1)
+_running = (_t.trial_id == bindparam("tid"), _t.state == TrialState.RUNNING.value)
+_FILL = trials_table.update().where(*_running).values(params_json=bindparam("params"))
+_FILL_ATTRS = _FILL.values(user_attrs_json=bindparam("attrs"))
+_FINISH = (
+    trials_table.update()
+    .where(_t.trial_id == bindparam("tid"), _t.state.in_(_UNFINISHED))
+    .values(
+        state=bindparam("new_state"),
+        value=bindparam("new_value"),
+        finished_at=bindparam("finished"),
+        values_json=bindparam("new_values"),
+        constraints_json=bindparam("new_constraints"),
+    )
+)
+_FINISH_ATTRS = _FINISH.values(user_attrs_json=bindparam("attrs"))
+
 
 class TrialsMixin:
     """Trials of a :class:`~headstart.storage._connection.SQLConnection`."""
 
     @staticmethod
     def _next_number(conn: Connection, study_id: int) -> int:
-        top = conn.execute(
-            select(func.max(trials_table.c.number)).where(trials_table.c.study_id == study_id)
-        ).scalar()
+        top = conn.execute(_NEXT_NUMBER, {"sid": study_id}).scalar()
         return 0 if top is None else int(top) + 1
 
     def _insert_trials(
@@ -50,7 +93,7 @@ class TrialsMixin:
                 "finished_at": now if state.is_finished else None,
                 "heartbeat_at": beat,
             }
-            result = conn.execute(trials_table.insert().values(**values))
+            result = conn.execute(_INSERT, values)
             trial_id = int(result.inserted_primary_key[0])
             records.append(trial_record(SimpleNamespace(trial_id=trial_id, **values)))
         return records
@@ -107,45 +150,27 @@ class TrialsMixin:
         ``recheck_ids`` and unfinished ones: the caller has compared the other trials, finished
         when it last read them (they never change), itself.
         """
-        t = trials_table.c
-        params_json = dumps_json(params)
+        bound = {
+            "tid": trial_id,
+            "params": dumps_json(params),
+            "after": after_number,
+            "ids": list(recheck_ids),
+        }
+        if user_attrs is not None:
+            bound["attrs"] = dumps_json(user_attrs)
 
         def update(conn: Connection) -> bool:
-            study_id = conn.execute(select(t.study_id).where(t.trial_id == trial_id)).scalar()
-            if study_id is None:
-                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
             if conn.dialect.name != "sqlite":  # serialize check-and-write per study
-                conn.execute(
-                    select(studies_table.c.study_id)
-                    .where(studies_table.c.study_id == study_id)
-                    .with_for_update()
-                )
-            if unique:
-                same = (
-                    t.study_id == study_id,
-                    t.trial_id != trial_id,
-                    t.params_json == params_json,
-                )
-                unfinished = [TrialState.RUNNING.value, TrialState.WAITING.value]
-                checks = [t.number > after_number, t.state.in_(unfinished)]  # all indexed
-                if recheck_ids:
-                    checks.append(t.trial_id.in_(list(recheck_ids)))
-                for where in checks:
-                    if conn.execute(select(t.trial_id).where(*same, where).limit(1)).first():
-                        return False
-            values = {"params_json": params_json}
-            if user_attrs is not None:
-                values["user_attrs_json"] = dumps_json(user_attrs)
-            updated = conn.execute(
-                trials_table.update()
-                .where(t.trial_id == trial_id, t.state == TrialState.RUNNING.value)
-                .values(**values)
+                conn.execute(_LOCK_STUDY, bound)
+            if unique and conn.execute(_DUPLICATE, bound).first():
+                return False
+            if conn.execute(_FILL if user_attrs is None else _FILL_ATTRS, bound).rowcount == 1:
+                return True
+            if conn.execute(_BY_ID, bound).first() is None:
+                raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+            raise TrialAlreadyFinishedError(  # failed meanwhile, by a stale-trial sweep
+                f"Trial id {trial_id} is no longer running: it cannot get a configuration."
             )
-            if updated.rowcount != 1:  # failed meanwhile, by another worker's stale-trial sweep
-                raise TrialAlreadyFinishedError(
-                    f"Trial id {trial_id} is no longer running: it cannot get a configuration."
-                )
-            return True
 
         return self._write(update)
 
@@ -170,34 +195,25 @@ class TrialsMixin:
             TrialAlreadyFinishedError: the trial was already complete or failed.
         """
         state = TrialState(state)
-        t = trials_table.c
         attempts = [0]
 
         def finish(conn: Connection) -> None:
             attempts[0] += 1
-            columns: dict[str, Any] = {
-                "state": state.value,
-                "value": value,
-                "finished_at": _clock.now(),
-                "values_json": _json_floats(values),
-                "constraints_json": _json_floats(constraints),
+            bound: dict[str, Any] = {
+                "tid": trial_id,
+                "new_state": state.value,
+                "new_value": value,
+                "finished": _clock.now(),
+                "new_values": _json_floats(values),
+                "new_constraints": _json_floats(constraints),
             }
             if user_attrs:
-                old = conn.execute(select(t.user_attrs_json).where(t.trial_id == trial_id)).scalar()
-                columns["user_attrs_json"] = dumps_json({**json.loads(old or "{}"), **user_attrs})
-            updated = conn.execute(
-                trials_table.update()
-                .where(
-                    t.trial_id == trial_id,
-                    t.state.in_([TrialState.RUNNING.value, TrialState.WAITING.value]),
-                )
-                .values(**columns)
-            )
-            if updated.rowcount == 1:
+                old = conn.execute(_BY_ID, bound).first()
+                old_attrs = json.loads(old.user_attrs_json or "{}") if old is not None else {}
+                bound["attrs"] = dumps_json({**old_attrs, **user_attrs})
+            if conn.execute(_FINISH_ATTRS if user_attrs else _FINISH, bound).rowcount == 1:
                 return
-            row = conn.execute(
-                select(t.number, t.state, t.value).where(t.trial_id == trial_id)
-            ).first()
+            row = conn.execute(_BY_ID, bound).first()
             if row is None:
                 raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
             if attempts[0] > 1 and row.state == state.value and row.value == value:
@@ -211,8 +227,10 @@ class TrialsMixin:
         return self.get_trial(trial_id)
 
     def get_trial(self, trial_id: int) -> TrialRecord:
-        missing = UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
-        return trial_record(self._row_by_id(trials_table.c.trial_id, trial_id, missing))
+        row = self._read(lambda conn: conn.execute(_BY_ID, {"tid": trial_id}).first())
+        if row is None:
+            raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+        return trial_record(row)
 
     def get_trials(
         self, study_id: int, states: Sequence[TrialState] | None = None
@@ -233,13 +251,11 @@ class TrialsMixin:
         new trials and the ones it saw unfinished. Numbers become visible in order (each is the
         committed maximum plus one), so nothing numbered below ``after_number`` appears later.
         """
-        t = trials_table.c
-        new = select(trials_table).where(t.study_id == study_id, t.number > after_number)
-        known = select(trials_table).where(t.trial_id.in_(list(trial_ids)))  # primary key
+        bound = {"sid": study_id, "after": after_number, "ids": list(trial_ids)}
 
         def read(conn: Connection) -> list[TrialRecord]:  # two indexed queries, one snapshot
-            rows = {r.trial_id: r for r in conn.execute(known)} if trial_ids else {}
-            rows.update({r.trial_id: r for r in conn.execute(new)})
+            rows = {r.trial_id: r for r in conn.execute(_KNOWN, bound)} if trial_ids else {}
+            rows.update({r.trial_id: r for r in conn.execute(_CHANGED, bound)})
             return sorted((trial_record(r) for r in rows.values()), key=lambda r: r.number)
 
         return self._read(read)
