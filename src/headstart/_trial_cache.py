@@ -9,15 +9,16 @@ trials numbered above the largest number seen and for those last seen unfinished
 from __future__ import annotations
 
 import bisect
-import json
 from typing import Any
 
+from headstart.storage._connection import dumps_json
 from headstart.storage.records import TrialRecord
 
 
 def params_key(params: dict[str, Any]) -> str:
-    """The stored JSON text of a configuration (what duplicate checks compare)."""
-    return json.dumps(params, allow_nan=False, sort_keys=False)
+    """The stored JSON text of a configuration (what duplicate checks compare): the storage's
+    own encoding, so ``ask`` can rebuild a filled-in trial from it."""
+    return dumps_json(params)
 
 
 class TrialCache:

@@ -141,8 +141,9 @@ class ResidualPosterior:
         n = len(self.y)
         self._train_scaled = None  # without categorical columns: sq_dist_np's training half
         if not self.is_cat.any():
-            self._root_w = np.sqrt(self.w)
-            self._train_scaled = self.X * self._root_w
+            self._num = ~self.is_cat  # indexed as sq_dist_np does: the same memory layout
+            self._root_w = np.sqrt(self.w[self._num])
+            self._train_scaled = self.X[:, self._num] * self._root_w
             self._train_sq_norm = (self._train_scaled * self._train_scaled).sum(1)
         if sq_diffs is None:  # (fantasies, focus): no n x n x d temporary
             r2 = sq_dist_np(self.X, self.X, self.is_cat, self.w)
@@ -218,10 +219,10 @@ class ResidualPosterior:
 
     def _train_sq_dist(self, X: np.ndarray) -> np.ndarray:
         """``sq_dist_np(X, self.X, ...)`` with the training half made once per conditioning
-        (the same arithmetic, so the same bits): the search calls it ~30 times a suggestion."""
+        (indexed and multiplied as there, so the same bits): the search calls it ~30 times a suggestion."""
         if self._train_scaled is None:
             return sq_dist_np(X, self.X, self.is_cat, self.w)
-        scaled = X * self._root_w
+        scaled = X[:, self._num] * self._root_w
         cross = scaled @ self._train_scaled.T
         cross *= 2.0
         out = (scaled * scaled).sum(1)[:, None] + self._train_sq_norm[None, :]

@@ -103,7 +103,11 @@ class BaseStorage(Protocol):
         recheck_ids: Sequence[int] = (),
     ) -> bool:
         """Fill in a reserved trial's configuration; ``False`` (nothing written) when ``unique``
-        and another trial has it."""
+        and another trial has it.
+
+        ``params`` is stored as its JSON text (``json.dumps``, keys in order, no
+        normalization) and ``user_attrs`` replaces the trial's attributes: ``Study.ask`` builds
+        the trial it returns from the reserved record and these two, without reading it back."""
         ...
 
     def finish_trial(
