@@ -709,3 +709,36 @@ def test_the_stand_in_is_made_again_where_discrete_moves_took_the_starts():
     first, later = posterior.focused_at[0], posterior.focused_at[-1]
     assert not np.array_equal(first, later)
     assert x[1] == 1.0 and abs(x[0] - 0.3) < 0.05
+
+
+class _Spike(_Bowl):
+    """A narrow peak ``exp(-|x - centre|^2 / (2 w^2))``: flat (no gradient to follow) wherever
+    the screening points lie, as EHVI is away from a front that fills a thin set."""
+
+    width = 0.01
+
+    def posterior(self, X):
+        X = np.atleast_2d(X)
+        r2 = ((X - self.centre) ** 2).sum(1)
+        return np.exp(-0.5 * r2 / self.width**2), np.full(len(X), 1e-6)
+
+    def posterior_and_grad(self, X):
+        mean, var = self.posterior(X)
+        dmean = -(np.atleast_2d(X) - self.centre) / self.width**2 * mean[:, None]
+        return mean, var, dmean, np.zeros_like(dmean)
+
+
+def test_warm_starts_reach_a_peak_that_no_screened_start_sees():
+    """``optimize_criterion(warm_starts=...)`` (the Pareto-optimal trials, with several
+    objectives): a start beside a narrow peak climbs it; without it the search ends elsewhere
+    (every screened start sits where the criterion is flat)."""
+    centre = np.array([0.0, 0.37, 0.0, 0.0])  # on an edge of the cube, as ZDT's front
+    criterion = Criterion(_Spike(centre), "ucb", 0.0, beta=0.0)
+    space = MixedSpace((None,) * 4, np.zeros(4, dtype=bool))
+    X = np.array([[0.9, 0.9, 0.9, 0.9], [0.0, 0.35, 0.0, 0.0]])  # the incumbent is the first
+    y = np.array([1.0, 0.0])
+    found = optimize_criterion(criterion, space, X, y, np.random.default_rng(0), np.ones(4),
+                               warm_starts=X[1:])  # fmt: skip
+    np.testing.assert_allclose(found, centre, atol=1e-3)
+    missed = optimize_criterion(criterion, space, X, y, np.random.default_rng(0), np.ones(4))
+    assert np.linalg.norm(missed - centre) > 0.01

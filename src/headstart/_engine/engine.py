@@ -59,6 +59,7 @@ DEFAULT_SEARCH_LENGTHSCALE = 0.2  # preconditioning when a posterior gives no le
 # UCB beta of each first-trial rule
 FIRST_BETA = {"mean": 0.0, "lcb": -1.0, "candidates": 0.0, "lcb-winner": -1.0}
 PENDING_RULES = ("believer", "liar", "refit")
+N_PARETO_STARTS = 4  # with several objectives: other front trials the local search starts from
 N_REFERENCE_POINTS = 512  # uniform points whose predicted front widens the EHVI reference
 DEFAULT_PENDING_RULE = "believer"
 """How pending points enter the model: ``"believer"`` -- fantasies at the posterior mean, fixed
@@ -323,11 +324,13 @@ class BOEngine:
         rng,
         ties: np.ndarray | None,
         stall: tuple[np.ndarray, np.ndarray] | None = None,
+        warm_starts: np.ndarray | None = None,
     ) -> np.ndarray:
         """The criterion's maximizer; ``ties``: the completed trials' values (the first rows of
         ``X``), whose exact ties exclude their neighbourhoods (``optimize.tie_radii``), or
         ``None`` (the plateau rule off); ``stall``: the completed trials ``(X, y)`` the stall
-        rule looks at (when it is on)."""
+        rule looks at (when it is on); ``warm_starts``: more points for the local search to
+        start from (:func:`~headstart._engine.optimize.optimize_criterion`)."""
         if self.acquisition == "ts" and len(y):
             return thompson_sample(
                 criterion.posterior, self._space, X, y, rng, criterion, tie_values=ties
@@ -346,8 +349,9 @@ class BOEngine:
         ell = np.asarray(ell, dtype=float)
         avoid = stalled_incumbent(*stall, ell) if self.stall_rule and stall is not None else None
         return optimize_criterion(
-            criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties, avoid=avoid
-        )
+            criterion, self._space, X, y, rng, ell, self.candidates, tie_values=ties, avoid=avoid,
+            warm_starts=warm_starts,
+        )  # fmt: skip
 
     def suggest_multi(
         self,
@@ -430,7 +434,8 @@ class BOEngine:
             else:
                 cells = None
                 if len(objectives):
-                    front = objectives[pareto_mask(objectives)]
+                    on_front = pareto_mask(objectives)
+                    front = objectives[on_front]
                     if reference is not None:  # the user's, in each model's units
                         ref = np.array(
                             [
@@ -447,9 +452,15 @@ class BOEngine:
             # nearest to feasibility
             violation = np.clip(Y[:, k:], 0.0, None).sum(axis=1)
             start = np.where(feasible, Y[:, 0], -np.inf) if feasible.any() else -violation
+            warm = None
+            if k > 1 and len(objectives) and feasible.any():  # other front trials start too
+                others = np.flatnonzero(feasible)[on_front[: int(feasible.sum())]]
+                others = others[others != int(np.argmax(start))]
+                size = min(N_PARETO_STARTS, len(others))
+                warm = X[rng.choice(others, size=size, replace=False)] if size else None
             if len(P):  # pending points are never proposed again (the search skips duplicates)
                 X, start = np.concatenate([X, P]), np.concatenate([start, np.full(len(P), -np.inf)])
-            x = self._maximize(crit, X, start, rng, None)
+            x = self._maximize(crit, X, start, rng, None, warm_starts=warm)
             return self._space.snap(x[None, :])[0]
 
     def _expected_front(self, stacked, k: int, thresholds: np.ndarray, rng) -> np.ndarray:
