@@ -303,3 +303,26 @@ def test_pareto_trials_start_the_search_on_a_front_that_fills_an_edge(monkeypatc
     assert on_edge() >= 3  # 4 of 4 here; a margin for other CPUs' rounding
     monkeypatch.setattr(engine_module, "N_PARETO_STARTS", 0)
     assert on_edge() <= 1  # 0 of 4 here
+
+
+def test_pareto_starts_are_distinct_configurations_other_than_the_incumbent(monkeypatch):
+    """A configuration on the front twice (a noisy objective evaluated again) starts one local
+    search at most, and never the incumbent's a second time (review of issue 34's change)."""
+    from headstart._engine.engine import BOEngine, DimSpec
+    from headstart._gp import MaternGP
+
+    X = np.array([[0.2, 0.2], [0.2, 0.2], [0.8, 0.8], [0.8, 0.8], [0.5, 0.1], [0.1, 0.9]])
+    Y = np.array([[1.0, 0.0], [0.9, 0.5], [0.0, 1.0], [0.05, 0.95], [0.2, 0.1], [0.1, 0.2]])
+    seen = {}
+
+    def record(self, crit, X, start, rng, ties, stall=None, warm_starts=None):
+        seen["incumbent"], seen["warm"] = X[int(np.argmax(start))], warm_starts
+        return X[0]
+
+    monkeypatch.setattr(BOEngine, "_maximize", record)
+    engine = BOEngine([DimSpec("continuous")] * 2, lambda: MaternGP(np.zeros(2, bool)))
+    engine.suggest_multi(X, Y, 2, rng=np.random.default_rng(0))
+    warm = seen["warm"]
+    assert len(warm) == len(np.unique(warm, axis=0))
+    assert not (warm == seen["incumbent"]).all(axis=1).any()
+    assert [tuple(w) for w in warm] == [(0.8, 0.8)]

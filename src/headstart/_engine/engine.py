@@ -455,7 +455,9 @@ class BOEngine:
             warm = None
             if k > 1 and len(objectives) and feasible.any():  # other front trials start too
                 others = np.flatnonzero(feasible)[on_front[: int(feasible.sum())]]
-                others = others[others != int(np.argmax(start))]
+                _, first = np.unique(X[others], axis=0, return_index=True)  # one per config
+                others = others[np.sort(first)]
+                others = others[~(X[others] == X[int(np.argmax(start))]).all(axis=1)]
                 size = min(N_PARETO_STARTS, len(others))
                 warm = X[rng.choice(others, size=size, replace=False)] if size else None
             if len(P):  # pending points are never proposed again (the search skips duplicates)

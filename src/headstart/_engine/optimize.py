@@ -200,8 +200,10 @@ def optimize_criterion(
         pool = np.concatenate([pool, candidates])
     pool_values = criterion.value(pool)
     n_starts = getattr(criterion.posterior, "search_starts", N_STARTS)
-    warm = np.zeros((0, d)) if warm_starts is None else np.asarray(warm_starts, dtype=np.float64)
-    warm = space.snap(warm.reshape(-1, d)[: n_starts // 2].copy())
+    warm = np.zeros((0, d))
+    if warm_starts is not None and len(train_y):  # (no incumbent: no data to start from)
+        warm = np.asarray(warm_starts, dtype=np.float64).reshape(-1, d)
+        warm = space.snap(warm[: min(n_starts // 2, max(n_starts - 2, 0))].copy())
     starts = pool[_pick_starts(pool_values, n_starts - 1 - len(warm), rng)]
     if len(train_y):
         incumbent = space.snap(train_X[np.argmax(train_y)][None, :].copy())
