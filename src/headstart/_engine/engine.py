@@ -95,6 +95,20 @@ class DimSpec:
         object.__setattr__(self, "grid", grid)
 
 
+def _pareto_starts(
+    X: np.ndarray, front_rows: np.ndarray, incumbent: int, rng: np.random.Generator
+) -> np.ndarray | None:
+    """Up to :data:`N_PARETO_STARTS` rows of ``X`` among ``front_rows`` (the Pareto-optimal
+    trials), drawn at random, one per configuration and none equal to the incumbent's: where
+    the acquisition search also starts with several objectives (``optimize_criterion``'s
+    ``warm_starts``). ``None`` when there is no other front trial."""
+    _, first = np.unique(X[front_rows], axis=0, return_index=True)  # one per configuration
+    rows = front_rows[np.sort(first)]
+    rows = rows[~(X[rows] == X[incumbent]).all(axis=1)]
+    size = min(N_PARETO_STARTS, len(rows))
+    return X[rng.choice(rows, size=size, replace=False)] if size else None
+
+
 class BOEngine:
     r"""Suggests the next point of a BO loop for any surrogate.
 
@@ -454,12 +468,8 @@ class BOEngine:
             start = np.where(feasible, Y[:, 0], -np.inf) if feasible.any() else -violation
             warm = None
             if k > 1 and len(objectives) and feasible.any():  # other front trials start too
-                others = np.flatnonzero(feasible)[on_front[: int(feasible.sum())]]
-                _, first = np.unique(X[others], axis=0, return_index=True)  # one per config
-                others = others[np.sort(first)]
-                others = others[~(X[others] == X[int(np.argmax(start))]).all(axis=1)]
-                size = min(N_PARETO_STARTS, len(others))
-                warm = X[rng.choice(others, size=size, replace=False)] if size else None
+                front_rows = np.flatnonzero(feasible)[on_front[: int(feasible.sum())]]
+                warm = _pareto_starts(X, front_rows, int(np.argmax(start)), rng)
             if len(P):  # pending points are never proposed again (the search skips duplicates)
                 X, start = np.concatenate([X, P]), np.concatenate([start, np.full(len(P), -np.inf)])
             x = self._maximize(crit, X, start, rng, None, warm_starts=warm)
