@@ -239,16 +239,34 @@ def sq_dist_np(
     Returns:
         ``m x n``.
     """
-    num = ~is_cat
-    root_w = np.sqrt(inv_sq_lengthscales[num])
-    As, Bs = A[:, num] * root_w, B[:, num] * root_w
-    cross = As @ Bs.T
-    cross *= 2.0
-    out = (As * As).sum(1)[:, None] + (Bs * Bs).sum(1)[None, :]
-    out -= cross  # in place: the same arithmetic as one expression, fewer m x n temporaries
-    np.maximum(out, 0.0, out=out)
+    out = sq_dist_scaled(
+        *scaled_numeric(A, is_cat, inv_sq_lengthscales),
+        *scaled_numeric(B, is_cat, inv_sq_lengthscales),
+    )
     for j in np.flatnonzero(is_cat):
         out += inv_sq_lengthscales[j] * (A[:, j, None] != B[None, :, j])
+    return out
+
+
+def scaled_numeric(
+    A: np.ndarray, is_cat: np.ndarray, inv_sq_lengthscales: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One side of :func:`sq_dist_np`'s numeric part: ``A``'s numeric columns times ``sqrt(w)``
+    and their squared norms. A model that predicts many times makes its training side once."""
+    num = ~is_cat
+    scaled = A[:, num] * np.sqrt(inv_sq_lengthscales[num])
+    return scaled, (scaled * scaled).sum(1)
+
+
+def sq_dist_scaled(
+    A_scaled: np.ndarray, A_norm: np.ndarray, B_scaled: np.ndarray, B_norm: np.ndarray
+) -> np.ndarray:
+    """The numeric part of :func:`sq_dist_np` from both sides' :func:`scaled_numeric`."""
+    cross = A_scaled @ B_scaled.T
+    cross *= 2.0
+    out = A_norm[:, None] + B_norm[None, :]
+    out -= cross  # in place: the same arithmetic as one expression, fewer m x n temporaries
+    np.maximum(out, 0.0, out=out)
     return out
 
 
@@ -414,7 +432,9 @@ __all__ = [
     "matern52",
     "matern52_np",
     "pairwise_sq_diffs",
+    "scaled_numeric",
     "se_np",
     "sq_dist_np",
+    "sq_dist_scaled",
     "vocabulary",
 ]

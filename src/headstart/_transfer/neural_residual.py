@@ -62,7 +62,13 @@ from headstart._engine.numerics import robust_cholesky
 from headstart._engine.protocols import with_search
 from headstart._gp.fit import minimize, row_by_row
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, SCAML_TEST_HYPERPRIOR
-from headstart._gp.kernels import matern52_np, matern52_value_np, sq_dist_np
+from headstart._gp.kernels import (
+    matern52_np,
+    matern52_value_np,
+    scaled_numeric,
+    sq_dist_np,
+    sq_dist_scaled,
+)
 from headstart._transfer.blr import LOG_ALPHA_BOUNDS, BLRFit
 from headstart._transfer.features import FeatureNet
 from headstart.exceptions import ModelFittingError
@@ -139,12 +145,10 @@ class ResidualPosterior:
         self.outputscale = 1.0  # standardized targets: the prior variance's scale
         self.Phi = self._features(self.X) if Phi is None else Phi
         n = len(self.y)
-        self._train_scaled = None  # without categorical columns: sq_dist_np's training half
+        self._train_half = None  # without categorical columns: sq_dist_np's training side
         if not self.is_cat.any():
-            self._num = ~self.is_cat  # indexed as sq_dist_np does: the same memory layout
-            self._root_w = np.sqrt(self.w[self._num])
-            self._train_scaled = self.X[:, self._num] * self._root_w
-            self._train_sq_norm = (self._train_scaled * self._train_scaled).sum(1)
+            self._root_w = np.sqrt(self.w)
+            self._train_half = scaled_numeric(self.X, self.is_cat, self.w)
         if sq_diffs is None:  # (fantasies, focus): no n x n x d temporary
             r2 = sq_dist_np(self.X, self.X, self.is_cat, self.w)
             np.fill_diagonal(r2, 0.0)
@@ -218,17 +222,11 @@ class ResidualPosterior:
             self._rest_scaled, self._rest_sq_norm = -2.0 * scaled.T, (scaled * scaled).sum(1)
 
     def _train_sq_dist(self, X: np.ndarray) -> np.ndarray:
-        """``sq_dist_np(X, self.X, ...)`` with the training half made once per conditioning
-        (indexed and multiplied as there, so the same bits): the search calls it ~30 times a suggestion."""
-        if self._train_scaled is None:
+        """``sq_dist_np(X, self.X, ...)`` with the training side made once per conditioning
+        (the same helpers, so the same bits): the search calls it ~30 times a suggestion."""
+        if self._train_half is None:
             return sq_dist_np(X, self.X, self.is_cat, self.w)
-        scaled = X[:, self._num] * self._root_w
-        cross = scaled @ self._train_scaled.T
-        cross *= 2.0
-        out = (scaled * scaled).sum(1)[:, None] + self._train_sq_norm[None, :]
-        out -= cross
-        np.maximum(out, 0.0, out=out)
-        return out
+        return sq_dist_scaled(*scaled_numeric(X, self.is_cat, self.w), *self._train_half)
 
     def _rest_dist(self, X: np.ndarray) -> np.ndarray:
         """``m x n_R`` distances to the rest points in matrix form, up to a constant per row

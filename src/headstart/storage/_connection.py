@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -334,12 +334,10 @@ class SQLConnection:
         except SQLAlchemyError as e:
             raise StorageError(f"Reading from {self.url!r} failed: {self._scrub(e)}") from e
 
-    def _row_by_id(self, column: Any, value: int, missing: Exception) -> Any:
-        """The row of ``column``'s table whose ``column`` is ``value`` (one read); raises
+    def _one_row(self, statement: Any, params: dict[str, Any], missing: Exception) -> Any:
+        """The first row of ``statement`` (built once, with bound ``params``; one read); raises
         ``missing`` if there is none."""
-        row = self._read(
-            lambda conn: conn.execute(select(column.table).where(column == value)).first()
-        )
+        row = self._read(lambda conn: conn.execute(statement, params).first())
         if row is None:
             raise missing
         return row

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from headstart.exceptions import (
@@ -19,6 +19,8 @@ from headstart.storage._connection import dumps_json
 from headstart.storage._rows import study_names, study_record
 from headstart.storage.records import StudyRecord, StudySummary
 from headstart.storage.schema import studies_table, trials_table
+
+_STUDY_BY_ID = select(studies_table).where(studies_table.c.study_id == bindparam("sid"))
 
 
 class StudiesMixin:
@@ -99,7 +101,7 @@ class StudiesMixin:
 
     def get_study_by_id(self, study_id: int) -> StudyRecord:
         missing = UnknownStudyError(f"Study id {study_id} is not in {self.url}.")
-        return study_record(self._row_by_id(studies_table.c.study_id, study_id, missing))
+        return study_record(self._one_row(_STUDY_BY_ID, {"sid": study_id}, missing))
 
     def list_studies(self) -> list[StudySummary]:
         """A summary of every study, oldest first."""

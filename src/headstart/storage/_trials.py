@@ -227,10 +227,8 @@ class TrialsMixin:
         return self.get_trial(trial_id)
 
     def get_trial(self, trial_id: int) -> TrialRecord:
-        row = self._read(lambda conn: conn.execute(_BY_ID, {"tid": trial_id}).first())
-        if row is None:
-            raise UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
-        return trial_record(row)
+        missing = UnknownTrialError(f"Trial id {trial_id} does not exist in {self.url}.")
+        return trial_record(self._one_row(_BY_ID, {"tid": trial_id}, missing))
 
     def get_trials(
         self, study_id: int, states: Sequence[TrialState] | None = None
