@@ -231,6 +231,13 @@ class StudyConfig:
                 f"acquisition={self.acquisition!r} has no multi-objective or constrained form; "
                 "these studies use log EHVI / log constrained EI (leave acquisition unset)."
             )
+        prior_mean = (self.options or {}).get("prior_mean", "mean")
+        if isinstance(self.options, dict) and prior_mean not in ("mean", "auto"):
+            raise InvalidSettingError(
+                f"prior_mean={prior_mean!r} applies to studies with one objective and no "
+                "constraints, where it was measured; leave it unset or 'auto' here (every "
+                "output's GP then uses the observed values' mean)."
+            )
 
     def _checked_reference(self) -> tuple[float, ...]:
         """The reference point as a tuple; its values are checked by the callers that take it

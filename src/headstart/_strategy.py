@@ -299,6 +299,7 @@ class Strategy:
             prior_model=self.prior_model(),
             options=self.config.method_options,
             map=map,
+            multi_output=self.config.multi_output,
         )
 
     @property

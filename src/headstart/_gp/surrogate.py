@@ -35,7 +35,7 @@ from headstart._gp.input_warping import (
 )
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
-from headstart._gp.warping import OUTPUT_WARPS, warp_targets
+from headstart._gp.warping import OUTPUT_WARPS, center_targets, check_prior_mean, warp_targets
 from headstart.exceptions import ModelFittingError
 
 DEFAULT_RESTART_EVERY = 5  # refit from defaults after at least this many new points ...
@@ -77,6 +77,9 @@ class MaternGP:
             ``"none"`` (standardized), ``"yeo-johnson"`` or ``"copula"``.
         input_warp: ``"none"`` or ``"kumaraswamy"``: every numeric column through a learned
             Kumaraswamy CDF, fitted jointly by MAP (:mod:`headstart._gp.input_warping`).
+        prior_mean: Where the GP's constant prior mean sits: ``"mean"`` (the mapped targets'
+            mean), ``"auto"`` or a quantile ``q`` in ``[0, 1]`` of them (``0``: the worst
+            observed value; :func:`headstart._gp.warping.center_targets`).
     """
 
     informative_prior = False
@@ -89,7 +92,9 @@ class MaternGP:
         hyperprior: HyperPrior = DEFAULT_HYPERPRIOR,
         output_warp: str = "none",
         input_warp: str = "none",
+        prior_mean: float | str = "mean",
     ) -> None:
+        self.prior_mean = check_prior_mean(prior_mean)
         if output_warp not in OUTPUT_WARPS:
             raise ValueError(f"output_warp must be one of {OUTPUT_WARPS}; got {output_warp!r}.")
         if input_warp not in INPUT_WARPS:
@@ -116,7 +121,7 @@ class MaternGP:
     ) -> tuple[ExactGP | WarpedPosterior, np.ndarray]:
         """Standardize (and warp), fit (warm-started MAP) and return ``(posterior, model y)``."""
         check_training_data(train_X, train_y)
-        y = warp_targets(train_y, self.output_warp)
+        y = center_targets(warp_targets(train_y, self.output_warp), self.prior_mean)
         train_X = np.asarray(train_X, dtype=np.float64)
         params, objective, warm = self._fit(train_X, y)
         if self.input_warp == "none":

@@ -167,6 +167,7 @@ class BuildContext:
         options: The method's options (its :class:`MethodOptions` subclass).
         map: ``map(function, payloads)`` that runs pieces of a large fit elsewhere (a Dask
             cluster); ``None`` runs everything in this process.
+        multi_output: The study has several objectives or constraints (one model per output).
     """
 
     is_cat: np.ndarray
@@ -178,6 +179,7 @@ class BuildContext:
     prior_model: Any = None
     options: MethodOptions = NoOptions()
     map: Callable[[Callable, list], Any] | None = None
+    multi_output: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""The GP's prior mean at a quantile of the observed values (``prior_mean``; De Ath et al. 2020)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from headstart._gp.warping import center_targets, check_prior_mean, warp_targets
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=3, max_size=30),
+    st.floats(0.0, 1.0),
+)
+def test_the_quantile_becomes_zero_and_the_shape_is_kept(values, q):
+    z = warp_targets(np.array(values), "none")
+    centered = center_targets(z, q)
+    shift = centered - z
+    assert np.ptp(shift) < 1e-9  # one constant: distances between values, and order, unchanged
+    if np.ptp(z) > 0:
+        assert np.quantile(centered, q) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_mean_and_degenerate_inputs_are_left_alone():
+    z = np.array([-1.0, 0.5, 0.5])
+    assert center_targets(z, "mean") is z or np.array_equal(center_targets(z, "mean"), z)
+    assert np.array_equal(center_targets(np.array([2.0, 3.0]), 0.0), [2.0, 3.0])  # too few
+    assert np.array_equal(center_targets(np.zeros(4), 0.0), np.zeros(4))  # a constant
+    assert center_targets(z, 0.0).min() == 0.0  # q = 0: the worst observed value at 0
+    assert np.median(center_targets(z, 0.5)) == 0.0
+    distinct = np.array([-1.0, 0.5, 0.7])
+    assert center_targets(distinct, "auto").min() == 0.0  # "auto": the worst ...
+    assert np.array_equal(center_targets(z, "auto"), z)  # ... until two values tie
+
+
+@pytest.mark.parametrize("bad", ["median", -0.1, 1.5, True, None, float("nan")])
+def test_a_bad_prior_mean_is_refused(bad):
+    with pytest.raises(ValueError, match="prior_mean must be 'mean', 'auto' or a quantile"):
+        check_prior_mean(bad)
+
+
+def test_the_surrogates_targets_sit_at_the_quantile():
+    from headstart._gp import MaternGP
+
+    rng = np.random.default_rng(0)
+    X = rng.random((12, 2))
+    y = -np.sum((X - 0.3) ** 2, axis=1) + np.where(X[:, 0] < 0.2, 3.0, 0.0)  # a skewed sample
+    z = warp_targets(y, "none")
+    for q in (0.0, 0.25):
+        _, y_model = MaternGP(np.zeros(2, dtype=bool), prior_mean=q).condition(X, y, rng)
+        assert np.quantile(y_model, q) == pytest.approx(0.0, abs=1e-12)
+        np.testing.assert_allclose(y_model - z, (y_model - z)[0], atol=1e-12)
+    _, y_model = MaternGP(np.zeros(2, dtype=bool)).condition(X, y, rng)
+    np.testing.assert_allclose(y_model, z, atol=1e-12)  # "mean": plain standardization
+
+
+def test_far_from_the_data_the_prediction_is_the_quantile():
+    """With the prior mean at the worst observed value, a point far from every observation is
+    predicted near that value, not near the observations' mean (which one good value pulls up)."""
+    from headstart._gp import MaternGP
+
+    X = np.array([[0.0], [0.02], [0.04], [0.06], [0.08], [0.1]])
+    y = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 5.0])  # maximized: one good value
+    z = warp_targets(y, "none")
+    far = {}
+    for prior_mean in ("mean", 0.0):
+        rng = np.random.default_rng(0)
+        gp, y_model = MaternGP(np.zeros(1, dtype=bool), prior_mean=prior_mean).condition(X, y, rng)
+        far[prior_mean] = gp.posterior(np.array([[1.0]]))[0][0] + (z - y_model)[0]  # in z units
+    assert far["mean"] == pytest.approx(z.mean(), abs=0.2)
+    assert far[0.0] == pytest.approx(z.min(), abs=0.2)
+    assert far[0.0] < far["mean"] - 0.5 * (z.mean() - z.min())
+
+
+def test_the_gp_option_validates_and_reaches_the_surrogate():
+    import headstart as hs
+    from headstart.exceptions import InvalidSettingError
+
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "n": hs.Int(1, 9)})
+    study = hs.create_study("p", space, storage=None, method="gp", seed=0, prior_mean=0.25)
+    for _ in range(6):
+        trial = study.ask()
+        study.tell(trial, (trial.params["x"] - 0.3) ** 2 + trial.params["n"])
+    assert study._strategy._engine._surrogate.prior_mean == 0.25
+    for bad in ("median", 2, -1, True):
+        with pytest.raises(InvalidSettingError, match="must be 'mean', 'auto' or a quantile"):
+            hs.create_study("p2", space, storage=None, method="gp", prior_mean=bad)
+    with pytest.raises(InvalidSettingError, match="is the Matérn GP's"):
+        hs.create_study("p3", space, storage=None, prior_mean=0.0, kernel="SE[0]")
+
+
+def test_several_outputs_keep_the_mean():
+    import headstart as hs
+    from headstart.exceptions import InvalidSettingError
+
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    study = hs.create_study("c", space, storage=None, constraints=True, prior_mean="auto")
+    trial = study.ask()
+    study.tell(trial, trial.params["x"], constraints=[0.5 - trial.params["x"]])
+    assert study._strategy.engine.surrogate.prior_mean == "mean"
+    for outputs in ({"constraints": True}, {"directions": ["minimize", "maximize"]}):
+        with pytest.raises(InvalidSettingError, match="applies to studies with one objective"):
+            hs.create_study("c2", space, storage=None, prior_mean=0.0, **outputs)
