@@ -56,8 +56,8 @@ class GPOptions(MethodOptions):
             values' mean, as Optuna's ``GPSampler`` and BoTorch), a quantile ``q`` in ``[0, 1]``
             of the observed values (``0``: the worst, De Ath et al. 2020), or ``"auto"``: the
             worst while every observed value is distinct, the mean once two are equal (a
-            plateau). A low prior mean predicts unexplored regions as mediocre rather than
-            average, so EI spends fewer trials in far corners
+            plateau; with a grammar kernel, the mean). A low prior mean predicts unexplored
+            regions as mediocre rather than average, so EI spends fewer trials in far corners
             (``docs/benchmarks/real_objectives_ablations.md``).
     """
 
@@ -92,7 +92,7 @@ class GPOptions(MethodOptions):
                 "prior_mean must be 'mean', 'auto' or a quantile in [0, 1] of the observed "
                 f"values (0: the worst); got {q!r}."
             )
-        if self.prior_mean != "mean" and self.kernel != "matern":
+        if not isinstance(self.prior_mean, str) and self.kernel != "matern":  # "auto": the mean
             raise InvalidSettingError(
                 f"prior_mean={self.prior_mean!r} is the Matérn GP's; kernel={self.kernel!r} "
                 "fits its own kernel on the standardized values."
