@@ -104,3 +104,13 @@ def test_several_outputs_keep_the_mean():
     for outputs in ({"constraints": True}, {"directions": ["minimize", "maximize"]}):
         with pytest.raises(InvalidSettingError, match="applies to studies with one objective"):
             hs.create_study("c2", space, storage=None, prior_mean=0.0, **outputs)
+
+
+def test_auto_with_a_kernel_expression_and_numpy_quantiles_are_accepted():
+    import headstart as hs
+
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    hs.create_study("k", space, storage=None, prior_mean="auto", kernel="SE[0]")
+    study = hs.create_study("q", space, storage=None, prior_mean=np.float32(0.25))
+    stored = study._strategy.config.options["prior_mean"]
+    assert stored == 0.25 and type(stored) is float  # stored as JSON's plain number

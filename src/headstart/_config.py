@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -231,8 +232,11 @@ class StudyConfig:
                 f"acquisition={self.acquisition!r} has no multi-objective or constrained form; "
                 "these studies use log EHVI / log constrained EI (leave acquisition unset)."
             )
-        prior_mean = (self.options or {}).get("prior_mean", "mean")
-        if isinstance(self.options, dict) and prior_mean not in ("mean", "auto"):
+        options = self.options if isinstance(self.options, dict) else {}
+        prior_mean = options.get("prior_mean", "mean")  # a number: a quantile (bad values and
+        # methods without the option are refused with their own messages)
+        number = isinstance(prior_mean, numbers.Real) and not isinstance(prior_mean, bool)
+        if number and hasattr(self.spec.options, "prior_mean"):
             raise InvalidSettingError(
                 f"prior_mean={prior_mean!r} applies to studies with one objective and no "
                 "constraints, where it was measured; leave it unset or 'auto' here (every "

@@ -119,7 +119,8 @@ class MaternGP:
     def condition(
         self, train_X: np.ndarray, train_y: np.ndarray, rng: np.random.Generator
     ) -> tuple[ExactGP | WarpedPosterior, np.ndarray]:
-        """Standardize (and warp), fit (warm-started MAP) and return ``(posterior, model y)``."""
+        """Standardize (warp, and move the prior mean to ``prior_mean``), fit (warm-started MAP)
+        and return ``(posterior, model y)``."""
         check_training_data(train_X, train_y)
         y = center_targets(warp_targets(train_y, self.output_warp), self.prior_mean)
         train_X = np.asarray(train_X, dtype=np.float64)

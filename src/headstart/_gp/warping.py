@@ -30,6 +30,7 @@ a pessimistic prior would keep the search on the flat patch.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -86,7 +87,7 @@ def check_prior_mean(prior_mean: float | str) -> float | str:
     if isinstance(prior_mean, str):
         ok = prior_mean in PRIOR_MEANS
     else:
-        number = isinstance(prior_mean, (int, float)) and not isinstance(prior_mean, bool)
+        number = isinstance(prior_mean, numbers.Real) and not isinstance(prior_mean, bool)
         ok = number and 0.0 <= prior_mean <= 1.0
     if not ok:
         raise ValueError(

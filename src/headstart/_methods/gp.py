@@ -7,6 +7,7 @@ design is the sources' best configurations (Feurer et al. 2015); ``random`` has 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -86,7 +87,9 @@ class GPOptions(MethodOptions):
         if isinstance(q, str):
             ok = q in PRIOR_MEANS
         else:
-            ok = isinstance(q, (int, float)) and not isinstance(q, bool) and 0.0 <= q <= 1.0
+            ok = isinstance(q, numbers.Real) and not isinstance(q, bool) and 0.0 <= q <= 1.0
+            if ok:  # NumPy scalars too, stored as a plain float
+                object.__setattr__(self, "prior_mean", float(q))
         if not ok:
             raise InvalidSettingError(
                 "prior_mean must be 'mean', 'auto' or a quantile in [0, 1] of the observed "
