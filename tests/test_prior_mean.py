@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from headstart._gp.warping import center_targets, check_prior_mean, warp_targets
+from headstart._gp.warping import center_targets, check_prior_mean, lower_fence, warp_targets
 
 
 @settings(max_examples=80, deadline=None)
@@ -34,6 +36,27 @@ def test_mean_and_degenerate_inputs_are_left_alone():
     distinct = np.array([-1.0, 0.5, 0.7])
     assert center_targets(distinct, "auto").min() == 0.0  # "auto": the worst ...
     assert np.array_equal(center_targets(z, "auto"), z)  # ... until two values tie
+
+
+def test_auto_skips_a_diverged_worst_value():
+    """``"auto"``: the worst value inside Tukey's lower fence, not an outlier below it."""
+    z = np.array([-40.0, 0.0, 0.1, 0.2, 0.4, 0.5, 0.9, 1.0])  # a diverged run, then the rest
+    q1, q3 = np.quantile(z, [0.25, 0.75])
+    assert z[0] < q1 - 1.5 * (q3 - q1) <= z[1]  # brute force: only -40 lies below the fence
+    np.testing.assert_array_equal(center_targets(z, "auto"), z - z[1])
+    assert lower_fence(z[1:]) == 0.0  # no outlier: the worst value itself
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=3, max_size=30, unique=True))
+def test_auto_centres_on_an_observed_value_at_or_above_the_worst(values):
+    z = warp_targets(np.array(values), "none")
+    centered = center_targets(z, "auto")
+    assert np.ptp(centered - z) < 1e-9  # one constant shift
+    if np.ptp(z) > 0 and len(np.unique(z)) == len(z):
+        assert np.min(np.abs(centered)) == 0.0  # zero is an observed value ...
+        # ... with only outliers below: values under Q1, at most ceil((n - 1) / 4) of them
+        assert np.sum(centered < 0) <= math.ceil((len(z) - 1) / 4)
 
 
 @pytest.mark.parametrize("bad", ["median", -0.1, 1.5, True, None, float("nan")])

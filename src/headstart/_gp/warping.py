@@ -21,8 +21,10 @@ their ``q``-quantile instead: ``q = 0`` puts the prior mean at the worst observe
 Fieldsend & Everson 2020, "What do you mean? The role of the mean function in Bayesian
 optimisation", Sec. 5: the best of eight mean functions on their synthetic problems of five or
 more dimensions), so EI looks for improvement near the data rather than in far corners whose
-prediction the few good values pull up. ``"auto"`` takes the worst observed value while every
-observed value is distinct and the mean once two are equal: a tie is evidence of a plateau (a
+prediction the few good values pull up. ``"auto"`` takes the worst observed value that is not
+an outlier (:func:`lower_fence`: a diverged training run would put the prior mean far below every
+other value) while every observed value is distinct, and the mean once two are equal: a tie is
+evidence of a plateau (a
 quantized metric, a table scored at its nearest entry), where the better values lie elsewhere and
 a pessimistic prior would keep the search on the flat patch.
 """
@@ -97,15 +99,23 @@ def check_prior_mean(prior_mean: float | str) -> float | str:
     return prior_mean if isinstance(prior_mean, str) else float(prior_mean)
 
 
+def lower_fence(z: np.ndarray) -> float:
+    """The lowest value of ``z`` inside Tukey's lower fence ``Q1 - 1.5 IQR`` (Tukey 1977, Sec.
+    2H): the worst value that is not an outlier, e.g. not a diverged training run."""
+    q1, q3 = np.quantile(z, [0.25, 0.75])
+    return float(np.min(z[z >= q1 - 1.5 * (q3 - q1)]))
+
+
 def center_targets(z: np.ndarray, prior_mean: float | str) -> np.ndarray:
     """``z`` shifted so that the GP's zero prior mean is its ``prior_mean``-quantile (``"auto"``:
-    ``0`` while no two values of ``z`` are equal, else unchanged); unchanged for ``"mean"``, a
-    constant ``z`` or fewer than :data:`MIN_POINTS` values. See the module docs."""
+    the worst value inside Tukey's lower fence, :func:`lower_fence`, while no two values of ``z``
+    are equal, else unchanged); unchanged for ``"mean"``, a constant ``z`` or fewer than
+    :data:`MIN_POINTS` values. See the module docs."""
     z = np.asarray(z, dtype=np.float64)
-    if prior_mean == "auto":
-        prior_mean = 0.0 if len(np.unique(z)) == len(z) else "mean"
     if prior_mean == "mean" or len(z) < MIN_POINTS or np.ptp(z) == 0:
         return z
+    if prior_mean == "auto":
+        return z if len(np.unique(z)) < len(z) else z - lower_fence(z)
     return z - float(np.quantile(z, float(prior_mean)))
 
 

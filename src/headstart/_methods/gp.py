@@ -56,7 +56,8 @@ class GPOptions(MethodOptions):
         prior_mean: Where the Matérn GP's constant prior mean sits: ``"mean"`` (the observed
             values' mean, as Optuna's ``GPSampler`` and BoTorch), a quantile ``q`` in ``[0, 1]``
             of the observed values (``0``: the worst, De Ath et al. 2020), or ``"auto"``: the
-            worst while every observed value is distinct, the mean once two are equal (a
+            worst that is not an outlier (inside Tukey's lower fence, so a diverged run does not
+            set it) while every observed value is distinct, the mean once two are equal (a
             plateau; with a grammar kernel, the mean). A low prior mean predicts unexplored
             regions as mediocre rather than average, so EI spends fewer trials in far corners
             (``docs/benchmarks/real_objectives_ablations.md``).

@@ -978,6 +978,11 @@ register_method(
     description="headstart GP-BO at its defaults with 10 initial points whatever d (GPSampler's)",
 )
 register_method(
+    "headstart-gp-priorauto",
+    GPVariant((("prior_mean", "auto"),)),
+    description="headstart GP-BO at its defaults with prior_mean='auto' (issue 30)",
+)
+register_method(
     "headstart-gp-kumaraswamy",
     GPVariant((("input_warp", "kumaraswamy"),)),
     description="headstart GP-BO at its defaults with input_warp='kumaraswamy' (issue 30)",
