@@ -103,6 +103,14 @@ def test_method_returns_well_formed_records(name):
     assert [r["value"] for r in again] == [r["value"] for r in records]  # seeded
 
 
+def test_gpsampler_runs_at_its_fastest():
+    """The peer batches its acquisition searches (D-BE, ``optuna._gp.batched_lbfgsb``) only if
+    greenlet is installed; without it, it warns and runs them one by one: a slower peer."""
+    import importlib.util
+
+    assert importlib.util.find_spec("greenlet") is not None, "pip install -e '.[dev]' (greenlet)"
+
+
 def test_headstart_gp_returns_well_formed_records():
     _check_records(get_method("headstart-gp")(get_task("forrester"), 0, 4), 4)
 

@@ -141,3 +141,18 @@ def test_auto_with_a_kernel_expression_and_numpy_quantiles_are_accepted():
     study = hs.create_study("q", space, storage=None, prior_mean=np.float32(0.25))
     stored = study._strategy.config.options["prior_mean"]
     assert stored == 0.25 and type(stored) is float  # stored as JSON's plain number
+
+
+def test_the_default_is_auto_and_the_mean_stays_available():
+    import headstart as hs
+
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    default = hs.create_study("d", space, storage=None, seed=0)
+    assert default._strategy.config.options["prior_mean"] == "auto"  # stored with the study
+    plain = hs.create_study("m", space, storage=None, seed=0, prior_mean="mean")
+    for study in (default, plain):
+        for _ in range(4):
+            trial = study.ask()
+            study.tell(trial, (trial.params["x"] - 0.3) ** 2)
+    assert default._strategy.engine.surrogate.prior_mean == "auto"
+    assert plain._strategy.engine.surrogate.prior_mean == "mean"

@@ -233,7 +233,7 @@ class StudyConfig:
                 "these studies use log EHVI / log constrained EI (leave acquisition unset)."
             )
         options = self.options if isinstance(self.options, dict) else {}
-        prior_mean = options.get("prior_mean", "mean")  # a number: a quantile (bad values and
+        prior_mean = options.get("prior_mean")  # a number: a quantile (bad values and
         # methods without the option are refused with their own messages)
         number = isinstance(prior_mean, numbers.Real) and not isinstance(prior_mean, bool)
         if number and hasattr(self.spec.options, "prior_mean"):

@@ -53,14 +53,15 @@ class GPOptions(MethodOptions):
             default: on the selection half of ``benchmarks/real_objectives.py`` (19 tasks, 10
             seeds) it lowered the mean normalized score from 0.555 to 0.438 at budget 50
             (``docs/benchmarks/real_objectives_ablations.md``).
-        prior_mean: Where the Matérn GP's constant prior mean sits: ``"mean"`` (the observed
-            values' mean, as Optuna's ``GPSampler`` and BoTorch), a quantile ``q`` in ``[0, 1]``
-            of the observed values (``0``: the worst, De Ath et al. 2020), or ``"auto"``: the
-            worst that is not an outlier (inside Tukey's lower fence, so a diverged run does not
-            set it) while every observed value is distinct, the mean once two are equal (a
-            plateau; with a grammar kernel, the mean). A low prior mean predicts unexplored
-            regions as mediocre rather than average, so EI spends fewer trials in far corners
-            (``docs/benchmarks/real_objectives_ablations.md``).
+        prior_mean: Where the Matérn GP's constant prior mean sits: ``"auto"`` (default): the
+            worst observed value that is not an outlier (inside Tukey's lower fence, so a
+            diverged run does not set it) while every observed value is distinct, the observed
+            values' mean once two are equal (a plateau); ``"mean"`` (the observed values' mean
+            always, as Optuna's ``GPSampler`` and BoTorch); or a quantile ``q`` in ``[0, 1]`` of
+            the observed values (``0``: the worst, De Ath et al. 2020). A low prior mean predicts
+            unexplored regions as mediocre rather than average, so EI spends fewer trials in far
+            corners. Studies with several objectives or constraints, and grammar kernels, use
+            the mean (``docs/benchmarks/real_objectives_ablations.md``).
     """
 
     kernel: str = "matern"
@@ -68,7 +69,7 @@ class GPOptions(MethodOptions):
     hyperprior: str = "optuna"
     output_warp: str = "none"
     input_warp: str = "none"
-    prior_mean: float | str = "mean"
+    prior_mean: float | str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str):
