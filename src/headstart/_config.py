@@ -332,9 +332,9 @@ class StudyConfig:
             kept = {k: v for k, v in legacy.items() if k in spec.options.names()}
             data["options"] = kept or None
         options = data.get("options")
-        if isinstance(options, dict):  # options added since the study was stored: as it ran
-            stored = getattr(get_method(data.get("method", "gp")).options, "STORED_DEFAULTS", {})
-            data["options"] = {**stored, **options}
+        stored = getattr(get_method(data.get("method", "gp")).options, "STORED_DEFAULTS", {})
+        if isinstance(options, dict) or (options is None and stored):  # options added since
+            data["options"] = {**stored, **(options or {})}  # the study was stored: as it ran
         return cls(**{k: v for k, v in data.items() if k in names})
 
 

@@ -101,7 +101,9 @@ def check_prior_mean(prior_mean: float | str) -> float | str:
 
 def lower_fence(z: np.ndarray) -> float:
     """The lowest value of ``z`` inside Tukey's lower fence ``Q1 - 1.5 IQR`` (Tukey 1977, Sec.
-    2H): the worst value that is not an outlier, e.g. not a diverged training run."""
+    2H): the worst value that is not an outlier, e.g. not a diverged training run. ``z``: finite,
+    not empty (as :func:`center_targets` passes it); with fewer than 4 values nothing lies below
+    the fence."""
     q1, q3 = np.quantile(z, [0.25, 0.75])
     return float(np.min(z[z >= q1 - 1.5 * (q3 - q1)]))
 

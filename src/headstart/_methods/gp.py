@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from headstart._methods.registry import (
     BuildContext,
@@ -70,6 +70,8 @@ class GPOptions(MethodOptions):
     output_warp: str = "none"
     input_warp: str = "none"
     prior_mean: float | str = "auto"
+    # studies stored before the default became "auto" (stop 61) resume with the mean they ran with
+    STORED_DEFAULTS: ClassVar[dict[str, Any]] = {"prior_mean": "mean"}
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str):

@@ -980,7 +980,12 @@ register_method(
 register_method(
     "headstart-gp-priorauto",
     GPVariant((("prior_mean", "auto"),)),
-    description="headstart GP-BO at its defaults with prior_mean='auto' (issue 30)",
+    description="headstart GP-BO with prior_mean='auto' (its default since issue 30's stop 61)",
+)
+register_method(
+    "headstart-gp-mean",
+    GPVariant((("prior_mean", "mean"),)),
+    description="headstart GP-BO with prior_mean='mean' (its default before issue 30's stop 61)",
 )
 register_method(
     "headstart-gp-kumaraswamy",
