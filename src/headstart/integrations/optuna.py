@@ -519,7 +519,9 @@ def pruned_values(pruned: Sequence[FrozenTrial], values: np.ndarray, sign: float
     region is poor, or it suggests the same point again and again. Each pruned trial enters as
     its last reported value (Optuna's TPE reads pruned trials that way too) but no better than
     the median completed value (what the median pruner compares with); without a reported value,
-    as the worst completed value.
+    as the worst completed value. An imputed value is a guess, not an observation: the ``i``-th
+    sits ``(i + 1) * 1e-9`` of the completed values' range below its level, so that copies of one
+    value do not read as a plateau (``prior_mean="auto"`` takes a tie for one).
     """
     median, worst = float(np.median(values)), float(values.min())
     out = []
@@ -529,7 +531,8 @@ def pruned_values(pruned: Sequence[FrozenTrial], values: np.ndarray, sign: float
             out.append(min(sign * last, median) if np.isfinite(last) else worst)
         else:
             out.append(worst)
-    return out
+    step = 1e-9 * float(np.ptp(values))
+    return [v - (i + 1) * step for i, v in enumerate(out)]
 
 
 def _running_params(trial: FrozenTrial) -> dict[str, Any]:
