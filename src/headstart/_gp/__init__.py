@@ -16,7 +16,8 @@ One job each:
   baselines' GPs); :mod:`~headstart._gp.weighted` -- weighted sums of them (ScaML-GP, RGPE);
 * :mod:`~headstart._gp.model` -- the Matérn GP's numpy posterior (the acquisition search's
   many small calls);
-* :mod:`~headstart._gp.warping` -- monotone output warps for heavy-tailed targets;
+* :mod:`~headstart._gp.warping` -- monotone output warps for heavy-tailed targets, and where
+  the prior mean sits (:func:`~headstart._gp.warping.center_targets`);
 * :mod:`~headstart._gp.surrogate` -- :class:`MaternGP`, the warm-started GP-BO surrogate.
 
 Importing this package loads torch; :mod:`headstart` imports it only when a model is needed.

@@ -24,9 +24,8 @@ more dimensions), so EI looks for improvement near the data rather than in far c
 prediction the few good values pull up. ``"auto"`` takes the worst observed value that is not
 an outlier (:func:`lower_fence`: a diverged training run would put the prior mean far below every
 other value) while every observed value is distinct, and the mean once two are equal: a tie is
-evidence of a plateau (a
-quantized metric, a table scored at its nearest entry), where the better values lie elsewhere and
-a pessimistic prior would keep the search on the flat patch.
+evidence of a plateau (a quantized metric, a table scored at its nearest entry), where the better
+values lie elsewhere and a pessimistic prior would keep the search on the flat patch.
 """
 
 from __future__ import annotations
