@@ -111,7 +111,9 @@ def summarize(frame, target: str, methods: list[str]):
     return pd.DataFrame(rows)
 
 
-def target_checks(summary, target: str, n_sources: dict[str, int]) -> dict[str, list]:
+def target_checks(
+    summary, target: str, n_sources: dict[str, int], warm: str = WARM
+) -> dict[str, list]:
     """Per target of issue 31, ``(family, target's value, bound)`` for every family it applies
     to (NaN comparisons dropped)."""
     checks = {"1-5 <= min(warm start, GP)": [], "t=10 <= GP": [], "final <= GP": [],
@@ -121,8 +123,8 @@ def target_checks(summary, target: str, n_sources: dict[str, int]) -> dict[str, 
         if target not in v.index:
             continue
         t = v.loc[target]
-        if WARM in v.index and GP in v.index:
-            base = min(v.loc[WARM, "mean 1-5"], v.loc[GP, "mean 1-5"])
+        if warm in v.index and GP in v.index:
+            base = min(v.loc[warm, "mean 1-5"], v.loc[GP, "mean 1-5"])
             checks["1-5 <= min(warm start, GP)"].append((task, t["mean 1-5"], base))
         if GP in v.index:
             checks["t=10 <= GP"].append((task, t["t=10"], v.loc[GP, "t=10"]))
@@ -134,10 +136,10 @@ def target_checks(summary, target: str, n_sources: dict[str, int]) -> dict[str, 
             for name, items in checks.items()}  # fmt: skip
 
 
-def verdicts(summary, target: str, n_sources: dict[str, int]) -> list[str]:
+def verdicts(summary, target: str, n_sources: dict[str, int], warm: str = WARM) -> list[str]:
     """Markdown lines: per target of issue 31, the families that pass and those that miss."""
     lines = []
-    for name, items in target_checks(summary, target, n_sources).items():
+    for name, items in target_checks(summary, target, n_sources, warm).items():
         if not items:
             continue
         misses = [(task, a, b) for task, a, b in items if not a <= b]
@@ -148,7 +150,7 @@ def verdicts(summary, target: str, n_sources: dict[str, int]) -> list[str]:
     return lines
 
 
-def relative_table(summary, methods: list[str]) -> list[str]:
+def relative_table(summary, methods: list[str], warm: str = WARM) -> list[str]:
     """Markdown table: per method, the geometric mean over families of its regret relative to
     plain GP-BO's (trials 1-5, t=10, final, 1-final), and how many families would pass issue
     31's first three targets with it as the target (the decision rule of the protocol)."""
@@ -166,14 +168,14 @@ def relative_table(summary, methods: list[str]) -> list[str]:
         own = summary[summary.method == m].set_index("task")[cols]
         ratio = (own / gp.loc[own.index]).clip(lower=1e-12)
         means = [float(np.exp(np.log(ratio[c]).mean())) for c in cols]
-        counts = _pass_counts(summary, m)
+        counts = _pass_counts(summary, m, warm)
         lines.append(f"| {m} | " + " | ".join(f"{v:.3f}" for v in means) + f" | {counts} |")
     return lines
 
 
-def _pass_counts(summary, target: str) -> str:
+def _pass_counts(summary, target: str, warm: str = WARM) -> str:
     """``passing / passing / passing`` of the first three targets with ``target`` as the method."""
-    checks = target_checks(summary, target, {})
+    checks = target_checks(summary, target, {}, warm)
     keys = ("1-5 <= min(warm start, GP)", "t=10 <= GP", "final <= GP")
     counts = [sum(a <= b for _, a, b in checks[k]) if checks[k] else "-" for k in keys]
     return " / ".join(map(str, counts))
@@ -186,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-legacy", action="store_true", help="Selection: HPO-B families only.")
     p.add_argument("--methods", default=METHODS, help="Comma-separated methods.")
     p.add_argument("--target", default=TARGET, help="The method the verdicts are about.")
+    p.add_argument("--warm", default=WARM, help="The warm-start baseline of the targets.")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--workers", type=int, default=2)
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     frame = frame[frame["task"].isin(tasks) & frame["method"].isin(methods)]
     summary = summarize(frame, args.target, methods)
     n_sources = {t: len(resolve(get_task(t), 0).meta_tasks) for t in summary.task.unique()}
-    verdict = verdicts(summary, args.target, n_sources)
+    verdict = verdicts(summary, args.target, n_sources, args.warm)
     png = regret_plot(frame, args.out / f"{name}.png", ncols=4)
     table = ["| family | sources | method | seeds | mean 1-5 | t=10 | final | mean 1-final |",
              "|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "### Relative to plain GP-BO (geometric mean over families)",
             "",
-            *relative_table(summary, methods),
+            *relative_table(summary, methods, args.warm),
             "",
             "### Per family",
             "",

@@ -466,3 +466,67 @@ def test_abrac_speed_part_smoke(tmp_path):
     rows = pd.read_csv(tmp_path / "abrac_speed.csv")
     assert set(rows["repeats"]) == {math.ceil(0.05 * 120) + 1} and len(rows) == 2 * 4
     assert "| 120 |" in (tmp_path / "abrac.md").read_text()
+
+
+def test_scaml_winners_arm_starts_with_the_warm_start_design():
+    """``headstart-scaml-winners`` (issue 31): its first trials are the warm start's design (the
+    sources' best configurations, ranked per source and interleaved, as many as GP-BO's initial
+    design), then ScaML-GP's own suggestions."""
+    from headstart._meta import ranked_configurations
+    from headstart._strategy import default_n_initial
+
+    task = get_task("branin-m2").instance(0)
+    budget = 10
+    n = default_n_initial(task.space.dim, budget)
+    winners = task.space.decode(ranked_configurations(task.meta_tasks, n))
+    rows = get_method("headstart-scaml-winners")(task, 0, budget)
+    assert n == 2 and len(rows) == budget
+    assert [r["value"] for r in rows[:n]] == [task.objective(p) for p in winners]
+    warm = get_method("headstart-warmstart")(task, 0, budget)
+    assert [r["value"] for r in warm[:n]] == [r["value"] for r in rows[:n]]
+
+
+def test_source_agreement_ranks_agreeing_above_contradicting_sources():
+    """``benchmarks/source_agreement.py``: sources that are one function at different levels
+    agree (near 1); with one of two sources negated, they contradict (near -1)."""
+    from headstart._transfer.metafit import fit_meta_gps
+
+    module = benchmark_script("source_agreement")
+    rng = np.random.default_rng(0)
+    X = [rng.random((30, 2)) for _ in range(3)]
+    f = lambda x: -((x - 0.3) ** 2).sum(axis=1)  # noqa: E731
+    same = [MetaTask(f"s{i}", x, f(x) + i) for i, x in enumerate(X)]
+    flipped = [MetaTask("a", X[0], f(X[0])), MetaTask("b", X[1], -f(X[1]))]
+    is_cat = np.zeros(2, dtype=bool)
+    agree = module.source_agreement(fit_meta_gps(same, is_cat, seed=0), same)
+    contra = module.source_agreement(fit_meta_gps(flipped, is_cat, seed=0), flipped)
+    assert agree > 0.9 and contra < -0.9
+
+
+def test_source_agreement_script_smoke(tmp_path):
+    """The script's report on one family and seed, from the committed protocol run."""
+    module = benchmark_script("source_agreement")
+    args = ["--families", "hpob-5970-s2", "--seeds", "2", "--out", str(tmp_path)]
+    assert module.main(args) == 0
+    text = (tmp_path / "source_agreement.md").read_text()
+    assert "| source_agreement | `headstart-gp` |" in text
+    assert len((tmp_path / "source_agreement.csv").read_text().splitlines()) == 3
+
+
+def test_transfer_protocol_warm_start_bound_is_the_named_arm():
+    """``--warm``: the trials-1-5 bound is min(that warm-start arm, GP-BO), not the default's."""
+    import pandas as pd
+
+    module = benchmark_script("transfer_protocol")
+    rows = [("t", "target", 0.3), ("t", "headstart-warmstart", 0.2),
+            ("t", "headstart-warmstart-learnednoise", 0.4), ("t", "headstart-gp", 0.5)]  # fmt: skip
+    summary = pd.DataFrame(
+        [
+            {"task": t, "method": m, "mean 1-5": v, "t=10": v, "final": v, "mean 1-final": v}
+            for t, m, v in rows
+        ]
+    )
+    key = "1-5 <= min(warm start, GP)"
+    assert module.target_checks(summary, "target", {})[key] == [("t", 0.3, 0.2)]
+    named = module.target_checks(summary, "target", {}, "headstart-warmstart-learnednoise")
+    assert named[key] == [("t", 0.3, 0.4)]

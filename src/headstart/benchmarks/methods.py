@@ -183,6 +183,15 @@ def _run_headstart(
 ) -> list[dict[str, Any]]:
     import headstart as hs
 
+    # winners_first=True: the warm start's design (the sources' best configurations, ranked per
+    # source and interleaved, as many as GP-BO's initial design) is enqueued before the method
+    winners_first = []
+    if settings.pop("winners_first", False):
+        from headstart._meta import ranked_configurations
+
+        rows = ranked_configurations(task.meta_tasks, default_n_initial(task.space.dim, budget))
+        winners_first = task.space.decode(rows) if len(rows) else []
+
     if method != "random":
         _warm_imports("headstart._gp", "headstart._transfer", "headstart.sources._domains")
 
@@ -204,6 +213,8 @@ def _run_headstart(
     # one-time fits on the sources alone (ScaML-GP's meta GPs; ABRAC's basis is trained in
     # create_study) are cached in the storage and charged to no suggestion
     study._strategy.prefit()
+    for params in winners_first:  # queued ahead of the method's own suggestions
+        study.enqueue(params)
     recorder = _Recorder(task, seed)
     pool = getattr(task.objective, "X", None) if variant is not None else None
     for _ in range(budget):
@@ -971,6 +982,18 @@ register_method(
     "headstart-scaml-lcbwinner",
     TransferVariant("scaml", (("first_trial", "lcb-winner"),)),
     description="headstart ScaML-GP, mu - sigma first, then the best-rated source winner (issue 31)",
+)
+for _base in ("scaml", "warmstart"):
+    register_method(
+        f"headstart-{_base}-learnednoise",
+        TransferVariant(_base, (("deterministic", False),)),
+        description=f"headstart {_base} at the library's defaults, noise learned even on a "
+        "noiseless task (deterministic=False, as a user who sets nothing; issue 31)",
+    )
+register_method(
+    "headstart-scaml-winners",
+    TransferVariant("scaml", (("winners_first", True),)),
+    description="headstart ScaML-GP after the warm start's design of source winners (issue 31)",
 )
 register_method(
     "headstart-gp-init10",
