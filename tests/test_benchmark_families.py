@@ -530,3 +530,15 @@ def test_transfer_protocol_warm_start_bound_is_the_named_arm():
     assert module.target_checks(summary, "target", {})[key] == [("t", 0.3, 0.2)]
     named = module.target_checks(summary, "target", {}, "headstart-warmstart-learnednoise")
     assert named[key] == [("t", 0.3, 0.4)]
+
+
+def test_prior_mean_tables_script_smoke(tmp_path):
+    """``benchmarks/prior_mean_tables.py`` on one table and seed: every arm's row and the
+    paired comparison."""
+    module = benchmark_script("prior_mean_tables")
+    args = ["--tasks", "fcnet-slice-n1024", "--seeds", "1", "--workers", "1"]
+    assert module.main([*args, "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "fcnet_tables.md").read_text()
+    for method in module.METHODS:
+        assert f"| fcnet-slice-n1024 | {method} |" in text
+    assert "- t=25: `headstart-gp` lower in" in text
