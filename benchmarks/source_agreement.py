@@ -54,6 +54,17 @@ def source_agreement(meta, sources) -> float:
     return float(pairs[np.isfinite(pairs)].mean()) if np.isfinite(pairs).any() else float("nan")
 
 
+def _registered(name: str) -> bool:
+    from headstart.benchmarks import get_task
+    from headstart.exceptions import InvalidSettingError
+
+    try:
+        get_task(name)
+    except InvalidSettingError:
+        return False
+    return True
+
+
 def agreements(family: str, seed: int) -> dict[str, float]:
     """``source_agreement`` and ``target_agreement`` of one instance (module docstring)."""
     from scipy.stats import spearmanr
@@ -63,6 +74,7 @@ def agreements(family: str, seed: int) -> dict[str, float]:
 
     task = get_task(family).instance(seed)
     sources = task.meta_tasks
+    # HPO-B spaces are all numeric (unit cube), so no column is categorical, as in ScaML-GP's fit
     meta = fit_meta_gps(sources, np.zeros(sources[0].X.shape[1], dtype=bool), seed=0)
     pool = task.objective.pool
     target = spearmanr(meta.mean(pool.X).mean(axis=0), pool.accuracy).statistic
@@ -100,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", default=None, help="Comma-separated families (default all).")
     p.add_argument("--out", type=Path, default=DOCS)
     args = p.parse_args(argv)
-    register_hpob_transfer_families()
     families = [f"hpob-{s}{x}" for s in SELECTION_SPACES for x in ("", "-s2")]
     families = args.families.split(",") if args.families else families
+    if not all(map(_registered, families)):
+        register_hpob_transfer_families()
     rows = [{"task": f, "seed": s, **agreements(f, s)} for f in families for s in range(args.seeds)]
     frame = pd.DataFrame(rows).set_index(["task", "seed"])
     args.out.mkdir(parents=True, exist_ok=True)

