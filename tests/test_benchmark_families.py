@@ -579,3 +579,45 @@ def test_prior_mean_tables_script_smoke(tmp_path):
     for method in module.METHODS:
         assert f"| fcnet-slice-n1024 | {method} |" in text
     assert "- t=25: `headstart-gp` lower in" in text
+
+
+def test_compare_runs_matches_jobs_and_counts_identical_curves(tmp_path):
+    """``benchmarks/compare_runs.py``: only jobs both runs finished are compared; seconds are
+    medians, the final regret a mean, and identical curves are counted per seed."""
+    import pandas as pd
+
+    module = benchmark_script("compare_runs")
+
+    def run(seeds, seconds, shift):
+        return pd.DataFrame(
+            [
+                {
+                    "method": "m",
+                    "task": "t",
+                    "seed": s,
+                    "budget": 2,
+                    "iteration": i,
+                    "value": 0.0,
+                    "best_value": 0.0,
+                    "regret": 1.0 / i + (shift if s == 1 else 0.0),
+                    "seconds_suggest": seconds,
+                }
+                for s in seeds
+                for i in (1, 2)
+            ]
+        )
+
+    run([0, 1, 2], 0.2, 0.0).to_csv(tmp_path / "before.csv", index=False)
+    run([0, 1], 0.1, 0.5).to_csv(tmp_path / "after.csv", index=False)
+    out = tmp_path / "cmp.md"
+    assert (
+        module.main([str(tmp_path / "before.csv"), str(tmp_path / "after.csv"), "--out", str(out)])
+        == 0
+    )
+    [row] = module.compare(
+        pd.read_csv(tmp_path / "before.csv"), pd.read_csv(tmp_path / "after.csv")
+    )
+    assert row["seeds"] == 2 and row["identical"] == 1
+    assert row["s_after"] / row["s_before"] == pytest.approx(0.5)
+    assert row["regret_before"] == pytest.approx(0.5) and row["regret_after"] == pytest.approx(0.75)
+    assert "| m | t | 2 | 0.2000 | 0.1000 | 0.50 |" in out.read_text()

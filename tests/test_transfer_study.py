@@ -62,6 +62,27 @@ def test_scaml_loop_finds_the_optimum_and_reports_weights(storage):
     assert report.to_frame()["source"].iloc[0] == "related"
 
 
+def test_ask_does_not_compute_the_weights_diagnostics(storage, monkeypatch):
+    """Every ``ask`` records the model's kernel expression; for ScaML-GP that must not run its
+    diagnostics (the weights' standard errors take a Hessian: 29% of an ask at 20 trials)."""
+    from headstart._transfer.scaml import ScaML
+
+    study = hs.create_study(
+        "target", SPACE, storage=storage, method="scaml", transfer_from="all", seed=0
+    )
+
+    def refuse(self):
+        raise AssertionError("ask computed ScaML-GP's weight summary")
+
+    monkeypatch.setattr(ScaML, "weight_summary", refuse)
+    for _ in range(4):
+        trial = study.ask()
+        study.tell(trial, bowl(trial.params))
+    assert all("kernel" not in t.user_attrs for t in study.trials)
+    monkeypatch.undo()
+    assert study.transfer_report().shares is not None  # the report still has them
+
+
 def test_meta_data_are_frozen_when_the_study_is_created(storage):
     hs.create_study("target", SPACE, storage=storage, method="scaml", transfer_from="all", seed=0)
     hs.delete_study("related", storage)

@@ -290,8 +290,9 @@ class Study:
             )
             params = self.space.validate(params)
             attrs: dict[str, Any] = {"seconds_suggest": time.perf_counter() - t0}
-            if self._strategy.kernel_expression is not None:
-                attrs["kernel"] = self._strategy.kernel_expression
+            kernel = self._strategy.kernel_expression
+            if kernel is not None:
+                attrs["kernel"] = kernel
             draws = _RANDOM_DRAWS if others else 0  # random re-draws only run concurrently
             unique = attempt < _DUPLICATE_RETRIES + 2 * others + draws
             key = params_key(params)
