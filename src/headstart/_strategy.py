@@ -362,7 +362,7 @@ class Strategy:
         its ask at 20 trials)."""
         built = self._engine is not None and self._engine.built
         fitted = getattr(self._engine.surrogate, "expression", None) if built else None
-        if fitted is not None:
+        if isinstance(fitted, str):  # (a plug-in model's unrelated attribute is not stored)
             return fitted
         given = (self.config.options or {}).get("kernel")
         return given if given not in (None, "matern", "auto") else None
