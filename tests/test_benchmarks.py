@@ -183,6 +183,35 @@ def test_pool_argmax_suggests_pool_rows_after_the_initial_design():
     assert not any(on_pool[:5]) and all(on_pool[5:])  # 5 initial points, then pool rows
 
 
+def test_pool_argmax_never_picks_an_evaluated_configuration_and_encodes_binary_columns():
+    """HPO-B's pool protocol picks among the configurations not yet evaluated (re-picking the
+    incumbent stalled -pool runs on 11 distinct configurations in 60 trials), and scores the
+    pool in the model's encoding: a 0/1 column is ``Int(0, 1)``, encoded 0.25 / 0.75."""
+    from headstart.benchmarks.functions import Task
+    from headstart.benchmarks.hpob import PoolObjective, hpob_space
+    from headstart.benchmarks.methods import PoolArgmax, _pool_in_model_coordinates
+
+    rng = np.random.default_rng(1)
+    pool = np.column_stack([rng.random(12), rng.integers(0, 2, 12)])
+    accuracy = 1.0 - (pool[:, 0] - 0.4) ** 2 - 0.1 * pool[:, 1]
+    space = hpob_space(pool)
+    encoded = _pool_in_model_coordinates(space, pool)
+    assert np.allclose(encoded[:, 0], pool[:, 0])
+    assert np.allclose(encoded[:, 1], np.where(pool[:, 1] == 1, 0.75, 0.25))
+    seen = []
+
+    class Recording(PoolObjective):
+        def __call__(self, params):
+            seen.append(int(np.argmin(np.abs(pool - [params["c0"], params["c1"]]).sum(1))))
+            return super().__call__(params)
+
+    task = Task("pool", space, Recording(pool, accuracy), float(1 - accuracy.max()))
+    _check_records(PoolArgmax("headstart-gp-init5")(task, 0, 12), 12)
+    picked = seen[5:]
+    assert len(set(picked)) == len(picked)  # no pool row twice
+    assert not set(picked) & set(seen[:5])  # nor one the initial design reached
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_botorch_gp_returns_well_formed_records():
@@ -661,3 +690,42 @@ def test_abrac_variant_script_compares_a_variant_with_the_committed_rows(tmp_pat
     ranks = [line for line in text.splitlines() if line.startswith("| headstart-")]
     assert len(ranks) == 9 and any("abrac-residual-yj" in line for line in ranks)
     assert module.sign_test(10, 0) < 0.01 and module.sign_test(0, 0) == 1.0
+
+
+def test_mphd_ratio_section_pairs_runs_and_counts_spaces_at_the_target():
+    """issue 33's per-space ratio: each task's mean over seeds, then the space's mean, on the
+    (task, seed) runs both methods ran; a space counts at <= 0.8x."""
+    import pandas as pd
+
+    module = benchmark_script("mphd")
+    rows = []
+    for task, space, mine, base in (("hpob-1-a", "1", 0.4, 1.0), ("hpob-2-b", "2", 0.9, 1.0)):
+        for seed in (0, 1):
+            for method, value in (("new", mine), ("old", base)):
+                rows.append((method, task, space, seed, 25, value))
+    rows.append(("old", "hpob-1-a", "1", 2, 25, 100.0))  # unpaired: left out of the ratio
+    frame = pd.DataFrame(rows, columns=["method", "task", "space", "seed", "iteration", "nregret"])
+    text = "\n".join(module.ratio_section(frame, "new", "old", [25]))
+    assert "| 1 | 0.40 |" in text and "| 2 | 0.90 |" in text
+    assert "t = 25: <= 0.8x on 1 of 2 spaces; mean over spaces 0.6500 vs 1.0000" in text
+
+
+def test_mphd_oracle_prior_fits_the_held_out_space_own_lengthscales(tmp_path):
+    """issue 33's in-sample bound on HPO-B: the lengthscale Gamma is the held-out space's own
+    step-1 lengthscales' maximum-likelihood Gamma; signal and noise come from the prior
+    pre-trained without it."""
+    from headstart.mphd import PriorModel
+    from headstart.mphd.network import gamma_mle
+    from headstart.mphd.pretrain import DomainFit
+
+    module = benchmark_script("mphd")
+    own = np.array([0.2, 0.5, 1.3, 0.8])
+    fits = [
+        DomainFit("a", np.array([3.0, 4.0]), 1.0, 0.01, 0.0, 2),
+        DomainFit("b", own, 1.0, 0.01, 0.0, 2),
+    ]
+    shared = PriorModel.shared((2.0, 1.0), (3.0, 2.0), (1.5, 40.0))
+    shared.save(tmp_path / "shared.json")
+    oracle = module.oracle_prior(fits, "b", tmp_path / "shared.json")
+    assert oracle.shared_lengthscale == pytest.approx(gamma_mle(own))
+    assert (oracle.outputscale, oracle.noise) == ((3.0, 2.0), (1.5, 40.0))
