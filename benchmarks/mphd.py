@@ -271,12 +271,44 @@ def ratio_section(rows, target, baseline, checkpoints) -> list[str]:
     lines.append("")
     for t in checkpoints:
         diff = (mine[t] - base[t]).dropna()
+        chance = chance_counts(rows[rows["iteration"] == t], target, baseline)
         lines.append(
-            f"t = {t}: <= 0.8x on {int((ratio[t] <= 0.8).sum())} of {len(ratio)} spaces; mean "
-            f"over spaces {mine[t].mean():.4f} vs {base[t].mean():.4f} (difference "
+            f"t = {t}: <= 0.8x on {int((ratio[t] <= 0.8).sum())} of {len(ratio)} spaces (by "
+            f"chance, with the two arms' labels swapped at random per run: {chance.mean():.1f} "
+            f"on average, {np.percentile(chance, 95):.0f} at the 95th percentile); mean over "
+            f"spaces {mine[t].mean():.4f} vs {base[t].mean():.4f} (difference "
             f"{diff.mean():+.4f} +- {diff.std(ddof=1) / np.sqrt(len(diff)):.4f} s.e.).\n"
         )
     return lines
+
+
+def chance_counts(rows, target, baseline, draws=1000, seed=0) -> np.ndarray:
+    """How many spaces reach <= 0.8x when nothing differs: the paired (task, seed) runs of one
+    checkpoint with ``target`` and ``baseline`` swapped at random per run, ``draws`` times (a
+    permutation null for issue 33's count; means as :func:`space_means`)."""
+    wide = paired_runs(rows, (target, baseline)).pivot_table(
+        index=["space", "task", "seed"], columns="method", values="nregret"
+    )
+    spaces = wide.index.get_level_values("space")
+    tasks = wide.index.droplevel("seed")
+    task_id = tasks.factorize()[0]
+    task_space = spaces.factorize()[0][np.unique(task_id, return_index=True)[1]]
+    runs_per_task = np.bincount(task_id)
+    tasks_per_space = np.bincount(task_space)
+
+    def space_mean(values):
+        per_task = np.bincount(task_id, values) / runs_per_task
+        return np.bincount(task_space, per_task) / tasks_per_space
+
+    a, b = wide[target].to_numpy(), wide[baseline].to_numpy()
+    rng = np.random.default_rng(seed)
+    counts = np.empty(draws)
+    for k in range(draws):
+        swap = rng.random(len(a)) < 0.5
+        counts[k] = (
+            space_mean(np.where(swap, b, a)) <= 0.8 * space_mean(np.where(swap, a, b))
+        ).sum()
+    return counts
 
 
 def space_means(rows):
@@ -372,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
+    p.add_argument(
+        "--priors", type=Path, default=None, help="prior files' folder (default <out>/mphd_priors)"
+    )
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     from headstart.benchmarks.hpob import load_hpob
@@ -379,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
 
     data = load_hpob()
     spaces = [s for s in args.spaces.split(",") if s] or sorted(data)
-    prior_dir = args.out / "mphd_priors"
+    args.out.mkdir(parents=True, exist_ok=True)
+    prior_dir = args.priors or args.out / "mphd_priors"
     prior_dir.mkdir(parents=True, exist_ok=True)
     csv_path = unpack_csv(args.out / "mphd.csv")  # committed gzipped
     reference, kinds, step1 = step1_fits(data, prior_dir, args.n_points)

@@ -707,7 +707,12 @@ def test_mphd_ratio_section_pairs_runs_and_counts_spaces_at_the_target():
     frame = pd.DataFrame(rows, columns=["method", "task", "space", "seed", "iteration", "nregret"])
     text = "\n".join(module.ratio_section(frame, "new", "old", [25]))
     assert "| 1 | 0.40 |" in text and "| 2 | 0.90 |" in text
-    assert "t = 25: <= 0.8x on 1 of 2 spaces; mean over spaces 0.6500 vs 1.0000" in text
+    assert "t = 25: <= 0.8x on 1 of 2 spaces (by chance" in text
+    assert "mean over spaces 0.6500 vs 1.0000" in text
+    # the permutation null: each run's labels swapped with probability 1/2; space 1 counts only
+    # when neither of its runs is swapped (1/4), space 2 (0.9 vs 1.0) never
+    chance = module.chance_counts(frame, "new", "old", draws=4000)
+    assert set(np.unique(chance)) <= {0.0, 1.0} and abs(chance.mean() - 0.25) < 0.03
 
 
 def test_mphd_oracle_prior_fits_the_held_out_space_own_lengthscales(tmp_path):
