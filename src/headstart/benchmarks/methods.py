@@ -219,10 +219,10 @@ def _run_headstart(
     recorder = _Recorder(task, seed)
     pool = getattr(task.objective, "X", None) if variant is not None else None
     if pool is not None:
-        pool = _pool_in_model_coordinates(task.space, pool)
+        pool, taken = _pool_in_model_coordinates(task.space, pool), {}
     for _ in range(budget):
         t0 = time.perf_counter()
-        trial = study.ask() if pool is None else _ask_pool_argmax(study, pool)
+        trial = study.ask() if pool is None else _ask_pool_argmax(study, pool, taken)
         seconds = time.perf_counter() - t0
         study.tell(trial, recorder.evaluate(trial.params, seconds))
     return recorder.records
@@ -241,20 +241,25 @@ def _pool_in_model_coordinates(space, pool: np.ndarray) -> np.ndarray:
     return space.encode(space.decode(np.asarray(pool, dtype=np.float64)))
 
 
-def _ask_pool_argmax(study, pool: np.ndarray):
+def _ask_pool_argmax(study, pool: np.ndarray, taken: dict[int, int]):
     """The next trial of a pool-based task as MPHD's paper and HPO-B's pool protocol take it
     (Fan et al. 2024): the acquisition's argmax over the pool's configurations not yet evaluated
     (``pool``: rows in the model's coordinates, :func:`_pool_in_model_coordinates`), after the
     study's own initial design. A configuration is evaluated once: re-picking the incumbent,
-    where the acquisition of a noisy model can peak, would stall the run on a handful of rows."""
+    where the acquisition of a noisy model can peak, would stall the run on a handful of rows.
+    ``taken`` maps trial numbers to their pool rows, filled as trials complete (pools are large:
+    each trial's nearest row is searched for once)."""
     done = [t for t in study.trials if t.state == "complete"]
     if len(done) < study._strategy.n_initial:
         return study.ask()
     values = [study._to_max(t.value) for t in done]
     criterion = study._strategy.criteria([t.params for t in done], values)[0]
     scores = np.asarray(criterion.value(pool), dtype=np.float64).copy()
-    for row in study.space.encode([t.params for t in done]):  # a row at a time: pools are large
-        scores[int(((pool - row) ** 2).sum(axis=1).argmin())] = -np.inf
+    for t in done:
+        if t.number not in taken:
+            row = study.space.encode([t.params])[0]
+            taken[t.number] = int(((pool - row) ** 2).sum(axis=1).argmin())
+    scores[list(taken.values())] = -np.inf
     if not np.isfinite(scores).any():  # every configuration evaluated: the study's own choice
         return study.ask()
     study.enqueue(study.space.decode(pool[int(np.argmax(scores))])[0])
