@@ -185,30 +185,32 @@ def test_pool_argmax_suggests_pool_rows_after_the_initial_design():
 
 def test_pool_argmax_never_picks_an_evaluated_configuration_and_encodes_binary_columns():
     """HPO-B's pool protocol picks among the configurations not yet evaluated (re-picking the
-    incumbent stalled -pool runs on 11 distinct configurations in 60 trials), and scores the
-    pool in the model's encoding: a 0/1 column is ``Int(0, 1)``, encoded 0.25 / 0.75."""
+    incumbent stalled -pool runs on 11 distinct configurations in 60 trials), a configuration
+    the pool holds twice included, and found as the objective finds it; the pool is scored in
+    the model's encoding: a 0/1 column is ``Int(0, 1)``, encoded 0.25 / 0.75."""
     from headstart.benchmarks.functions import Task
-    from headstart.benchmarks.hpob import PoolObjective, hpob_space
-    from headstart.benchmarks.methods import PoolArgmax, _pool_in_model_coordinates
+    from headstart.benchmarks.hpob import PoolObjective, encode_rows, hpob_space
+    from headstart.benchmarks.methods import PoolArgmax
 
     rng = np.random.default_rng(1)
-    pool = np.column_stack([rng.random(12), rng.integers(0, 2, 12)])
-    accuracy = 1.0 - (pool[:, 0] - 0.4) ** 2 - 0.1 * pool[:, 1]
+    half = np.column_stack([rng.random(12), rng.integers(0, 2, 12)])
+    pool = np.vstack([half, half])  # every configuration twice
+    accuracy = np.tile(1.0 - (half[:, 0] - 0.4) ** 2 - 0.1 * half[:, 1], 2)
     space = hpob_space(pool)
-    encoded = _pool_in_model_coordinates(space, pool)
+    encoded = encode_rows(space, pool)
     assert np.allclose(encoded[:, 0], pool[:, 0])
     assert np.allclose(encoded[:, 1], np.where(pool[:, 1] == 1, 0.75, 0.25))
     seen = []
 
     class Recording(PoolObjective):
         def __call__(self, params):
-            seen.append(int(np.argmin(np.abs(pool - [params["c0"], params["c1"]]).sum(1))))
+            seen.append(self.nearest(params) % 12)  # the configuration, whichever copy
             return super().__call__(params)
 
     task = Task("pool", space, Recording(pool, accuracy), float(1 - accuracy.max()))
     _check_records(PoolArgmax("headstart-gp-init5")(task, 0, 12), 12)
     picked = seen[5:]
-    assert len(set(picked)) == len(picked)  # no pool row twice
+    assert len(set(picked)) == len(picked)  # no configuration twice
     assert not set(picked) & set(seen[:5])  # nor one the initial design reached
 
 

@@ -80,6 +80,19 @@ def hpob_space(X: np.ndarray) -> SearchSpace:
     return SearchSpace(params)
 
 
+def encode_rows(space: SearchSpace, X: np.ndarray) -> np.ndarray:
+    """The unit-cube coordinates the model sees of pool rows ``X`` (parameter values ``c0, c1,
+    ...``; an ``Int(0, 1)`` value 0 / 1 is encoded 0.25 / 0.75)."""
+    configs = [
+        {
+            f"c{j}": (round(v) if c.kind == "integer" else float(v))
+            for j, (c, v) in enumerate(zip(space.columns, row, strict=True))
+        }
+        for row in np.asarray(X, dtype=np.float64)
+    ]
+    return space.encode(configs)
+
+
 def space_of(tasks) -> SearchSpace:
     """The search space of one HPO-B space from all its tasks' pools."""
     return hpob_space(np.vstack([X for _, X, _ in tasks]))
@@ -98,9 +111,12 @@ class PoolObjective:
     priors: tuple[tuple[str, str], ...] = ()
 
     def __call__(self, params) -> float:
+        return float(1.0 - self.accuracy[self.nearest(params)])
+
+    def nearest(self, params) -> int:
+        """The row of the pool configuration nearest to ``params`` (the one evaluated)."""
         x = np.array([float(params[f"c{j}"]) for j in range(self.X.shape[1])])
-        i = int(np.argmin(((self.X - x) ** 2).sum(axis=1)))
-        return float(1.0 - self.accuracy[i])
+        return int(np.argmin(((self.X - x) ** 2).sum(axis=1)))
 
     def prior_path(self, name: str) -> str:
         for key, path in self.priors:
@@ -109,4 +125,4 @@ class PoolObjective:
         raise InvalidSettingError(f"This HPO-B task has no pre-trained {name!r} prior.")
 
 
-__all__ = ["PoolObjective", "hpob_path", "hpob_space", "load_hpob", "space_of"]
+__all__ = ["PoolObjective", "encode_rows", "hpob_path", "hpob_space", "load_hpob", "space_of"]

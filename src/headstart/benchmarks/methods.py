@@ -219,10 +219,15 @@ def _run_headstart(
     recorder = _Recorder(task, seed)
     pool = getattr(task.objective, "X", None) if variant is not None else None
     if pool is not None:
-        pool, taken = _pool_in_model_coordinates(task.space, pool), {}
+        from headstart.benchmarks.hpob import encode_rows
+
+        pool, taken = encode_rows(task.space, pool), {}
     for _ in range(budget):
         t0 = time.perf_counter()
-        trial = study.ask() if pool is None else _ask_pool_argmax(study, pool, taken)
+        if pool is None:
+            trial = study.ask()
+        else:
+            trial = _ask_pool_argmax(study, task.objective, pool, taken)
         seconds = time.perf_counter() - t0
         study.tell(trial, recorder.evaluate(trial.params, seconds))
     return recorder.records
@@ -234,35 +239,33 @@ _POOL_VARIANT: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
 )
 
 
-def _pool_in_model_coordinates(space, pool: np.ndarray) -> np.ndarray:
-    """The pool's rows (parameter values: ``c0, c1, ...`` in ``[0, 1]``, 0/1 columns as
-    ``Int(0, 1)``) in the unit-cube coordinates the model sees (an ``Int(0, 1)`` value is
-    encoded 0.25 / 0.75, not 0 / 1)."""
-    return space.encode(space.decode(np.asarray(pool, dtype=np.float64)))
-
-
-def _ask_pool_argmax(study, pool: np.ndarray, taken: dict[int, int]):
+def _ask_pool_argmax(study, objective, encoded: np.ndarray, taken: dict[int, np.ndarray]):
     """The next trial of a pool-based task as MPHD's paper and HPO-B's pool protocol take it
-    (Fan et al. 2024): the acquisition's argmax over the pool's configurations not yet evaluated
-    (``pool``: rows in the model's coordinates, :func:`_pool_in_model_coordinates`), after the
-    study's own initial design. A configuration is evaluated once: re-picking the incumbent,
-    where the acquisition of a noisy model can peak, would stall the run on a handful of rows.
-    ``taken`` maps trial numbers to their pool rows, filled as trials complete (pools are large:
-    each trial's nearest row is searched for once)."""
+    (Fan et al. 2024): the acquisition's argmax over the pool's configurations not yet evaluated,
+    after the study's own initial design. ``objective`` is the task's pool objective (``X``,
+    ``nearest``), ``encoded`` its rows in the model's coordinates
+    (:func:`headstart.benchmarks.hpob.encode_rows`). A configuration is evaluated once:
+    re-picking the incumbent, where the acquisition of a noisy model can peak, stalled the runs
+    on a handful of rows. ``taken`` maps trial numbers to the rows of the configuration each
+    evaluated (every copy of it in the pool), filled once per trial."""
     done = [t for t in study.trials if t.state == "complete"]
     if len(done) < study._strategy.n_initial:
         return study.ask()
-    values = [study._to_max(t.value) for t in done]
-    criterion = study._strategy.criteria([t.params for t in done], values)[0]
-    scores = np.asarray(criterion.value(pool), dtype=np.float64).copy()
     for t in done:
         if t.number not in taken:
-            row = study.space.encode([t.params])[0]
-            taken[t.number] = int(((pool - row) ** 2).sum(axis=1).argmin())
-    scores[list(taken.values())] = -np.inf
-    if not np.isfinite(scores).any():  # every configuration evaluated: the study's own choice
+            row = objective.X[objective.nearest(t.params)]
+            taken[t.number] = np.flatnonzero((row == objective.X).all(axis=1))
+    free = np.ones(len(encoded), dtype=bool)
+    for rows in taken.values():
+        free[rows] = False
+    if not free.any():  # every configuration evaluated: the study's own choice
         return study.ask()
-    study.enqueue(study.space.decode(pool[int(np.argmax(scores))])[0])
+    values = [study._to_max(t.value) for t in done]
+    criterion = study._strategy.criteria([t.params for t in done], values)[0]
+    candidates = np.flatnonzero(free)
+    scores = np.asarray(criterion.value(encoded[candidates]), dtype=np.float64)
+    best = candidates[int(np.argmax(np.nan_to_num(scores, nan=-np.inf)))]
+    study.enqueue(study.space.decode(encoded[best : best + 1])[0])
     return study.ask()
 
 
