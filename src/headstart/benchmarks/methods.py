@@ -605,8 +605,9 @@ def run_headstart_mphd_true(task: Task, seed: int, budget: int) -> list[dict[str
 
 
 def run_headstart_mphd_oracle(task: Task, seed: int, budget: int) -> list[dict[str, Any]]:
-    """An in-sample bound on HPO-B (issue 33): the held-out space's own step-1 lengthscales'
-    Gamma as the prior (the task carries the file, ``benchmarks/mphd.py``'s ``oracle_prior``)."""
+    """An in-sample reference on HPO-B (issue 33), not a bound: the held-out space's own step-1
+    lengthscales' Gamma as the prior (the task carries the file, ``benchmarks/mphd.py``'s
+    ``oracle_prior``)."""
     return _run_mphd_prior(task, seed, budget, "oracle")
 
 
