@@ -25,9 +25,12 @@ which the others infer), the constrained ones with ``constraints_func``. ``heads
 single-objective initial design, ``min(2 d + 1, 10)`` points, instead of the multi-output
 default of 10 (the default until the ablation showed 10 to be better); ``headstart-ref`` (the
 same way) is headstart told the problem's reference point (``create_study(reference_point=...)``,
-as the BoTorch loop is); ``headstart-transfer-offset`` (the same way) is ``headstart-transfer``
-with ScaML-GP's ``target_offset=1``, and ``headstart-transfer-offset-fit`` with
-``target_offset="fit"``. Metrics per trial: the hypervolume of the
+as the BoTorch loop is); ``headstart-mean`` (the same way) is headstart with
+``prior_mean="mean"`` (the objective's GP at the observed values' mean, as before issue 34's
+constrained measurements); ``headstart-transfer-offset`` (the same way) is ``headstart-transfer``
+with ScaML-GP's ``target_offset=1``, ``headstart-transfer-offset-fit`` with
+``target_offset="fit"``, and ``headstart-transfer-400`` with 400 random trials of each other
+FC-Net dataset as sources instead of 64. Metrics per trial: the hypervolume of the
 feasible front as a share of the problem's maximum (``max_hv``), or, with one objective, the
 simple regret of the best feasible value (``inf`` before the first feasible trial); seconds per
 suggestion.
@@ -86,13 +89,15 @@ PROBLEMS = (
 )
 #: run on request (--methods), reported, never ranked: the single-objective initial design,
 #: headstart told the problem's reference point (``reference_point=``: information the peers
-#: without such an option do not get), and the transfer arm with ScaML-GP's target_offset
-#: (:data:`OFFSET_ARMS`: each arm's ScaML-GP target_offset and its column label)
-OFFSET_ARMS = {
-    "headstart-transfer-offset": (1.0, "`target_offset=1`"),
-    "headstart-transfer-offset-fit": ("fit", "`target_offset='fit'`"),
+#: without such an option do not get), headstart with the mean as its objective's prior mean,
+#: and the transfer arm with other ScaML-GP options or more source trials (:data:`TRANSFER_ARMS`:
+#: each arm's ScaML-GP options, its column label, and the FC-Net source trials per dataset)
+TRANSFER_ARMS = {
+    "headstart-transfer-offset": ({"target_offset": 1.0}, "`target_offset=1`", None),
+    "headstart-transfer-offset-fit": ({"target_offset": "fit"}, "`target_offset='fit'`", None),
+    "headstart-transfer-400": ({}, "400 source trials per dataset", 400),
 }
-ABLATIONS = ("headstart-init2d1", "headstart-ref", *OFFSET_ARMS)
+ABLATIONS = ("headstart-init2d1", "headstart-ref", "headstart-mean", *TRANSFER_ARMS)
 #: Left out of the mean ranks: an earlier run's data (transfer), or not run on every problem
 #: and seed (the BoTorch loop, the ablations).
 UNRANKED = ("headstart-transfer", "botorch", *ABLATIONS)
@@ -103,7 +108,11 @@ LATENCY_PROBLEMS = (
     "ConstrainedHartmann",
     "FCNet-naval",
 )
-SINGLE_OBJECTIVE = ("ConstrainedHartmann", "ConstrainedGramacy")
+#: Constrained engineering design problems (one objective; not run by default): the
+#: confirmation set of the objective's prior mean (``headstart-mean``), which the two constrained
+#: test functions chose
+ENGINEERING = ("PressureVessel", "WeldedBeam", "TensionCompressionString", "SpeedReducer")
+SINGLE_OBJECTIVE = ("ConstrainedHartmann", "ConstrainedGramacy", *ENGINEERING)
 #: 2-D problems (not run by default) whose reference point and maximum hypervolume come from an
 #: m x m grid (:func:`_grid_front`): a confirmation set for the initial design.
 GRID_FRONT, GRID_SIZE = ("BNH", "SRN", "CONSTR", "GMM"), 1000
@@ -129,6 +138,10 @@ def make_problem(name: str):
         "ConstrainedBraninCurrin": lambda: mo.ConstrainedBraninCurrin(),
         "ConstrainedHartmann": lambda: so.ConstrainedHartmann(),
         "ConstrainedGramacy": lambda: so.ConstrainedGramacy(),
+        "PressureVessel": lambda: so.PressureVessel(),
+        "WeldedBeam": lambda: so.WeldedBeamSO(),
+        "TensionCompressionString": lambda: so.TensionCompressionString(),
+        "SpeedReducer": lambda: so.SpeedReducer(),
         "BNH": lambda: mo.BNH(),
         "SRN": lambda: mo.SRN(),
         "CONSTR": lambda: mo.CONSTR(),
@@ -272,12 +285,30 @@ class TableTradeOff:
     def __call__(self, params: dict) -> tuple[list[float], list[float]]:
         return self.table[tuple(int(params[n]) for n in self.grids)].tolist(), []
 
-    def sources(self, seed: int) -> dict[str, list[tuple[dict, list, list]]]:
+    def consensus_share(self) -> float:
+        """The hypervolume share on this dataset of the other datasets' consensus front: the
+        configurations Pareto-optimal in the mean over them of each objective, standardized
+        per dataset, over their full tables. What knowing the sources everywhere buys without
+        one trial on the target."""
+        from headstart._engine.multi_output import pareto_mask
+        from headstart._objectives import hypervolume
+
+        def standardized(dataset: str) -> np.ndarray:
+            flat = self._objectives(dataset).reshape(-1, 2)
+            return (flat - flat.mean(axis=0)) / flat.std(axis=0)
+
+        consensus = np.mean([standardized(d) for d in self.others], axis=0)
+        chosen = self.table.reshape(-1, 2)[pareto_mask(-consensus)]
+        return hypervolume(chosen, self.ref_point, ["minimize"] * 2) / self.max_hv
+
+    def sources(
+        self, seed: int, trials: int = TABLE_SOURCE_TRIALS
+    ) -> dict[str, list[tuple[dict, list, list]]]:
         rng = np.random.default_rng(1000 + seed)
         out = {}
         for dataset in self.others:
             table = self._objectives(dataset)
-            flat = rng.choice(table.size // 2, size=TABLE_SOURCE_TRIALS, replace=False)
+            flat = rng.choice(table.size // 2, size=trials, replace=False)
             index = np.stack(np.unravel_index(flat, table.shape[:-1]), axis=1)
             out[dataset] = [
                 (dict(zip(self.grids, map(int, row), strict=True)), table[tuple(row)].tolist(), [])
@@ -343,15 +374,18 @@ def _run_headstart(ev, seed: int, budget: int, method: str):
     settings = _headstart_settings(ev, seed)
     if method == "gp-init2d1":  # the ablation: the single-objective design, min(2d+1, 10)
         method, settings["n_initial"] = "gp", default_n_initial(ev.dim, None)
+    if method == "gp-mean":  # the ablation: the objective's GP at the values' mean (issue 34)
+        method, settings["prior_mean"] = "gp", "mean"
     if method == "gp-ref":  # told the reference point the front is judged by (minimized units)
         method = "gp"
         if ev.k > 1:
             settings["reference_point"] = [float(r) for r in ev.ref_point]
-    options = {}
-    if method in OFFSET_ARMS:  # the ablations: ScaML-GP with a target offset (issues 31, 34)
-        method, options = "scaml", {"target_offset": OFFSET_ARMS[method][0]}
+    options, source_trials = {}, None
+    if method in TRANSFER_ARMS:  # the ablations: other ScaML-GP options or sources (issues 31, 34)
+        options, _, source_trials = TRANSFER_ARMS[method]
+        method = "scaml"
     if method == "scaml":  # earlier runs of related tasks
-        sources = ev.sources(seed)
+        sources = ev.sources(seed) if source_trials is None else ev.sources(seed, source_trials)
         for name, rows in sources.items():
             source = hs.create_study(name, space, method="random", **settings)
             source.add_trials(headstart_rows(ev, rows))
@@ -486,6 +520,7 @@ def run_job(problem: str, method: str, seed: int, budget: int) -> list[dict]:
         "headstart": "gp",
         "headstart-init2d1": "gp-init2d1",
         "headstart-ref": "gp-ref",
+        "headstart-mean": "gp-mean",
         "headstart-random": "random",
         "headstart-transfer": "scaml",
     }
@@ -604,11 +639,11 @@ SUMMARY = (
     ("optuna-nsga2", "NSGA-II"),
     ("headstart-transfer", "headstart + sources"),
     ("headstart-ref", "headstart + reference point"),
-    *((arm, f"headstart + sources, {label}") for arm, (_, label) in OFFSET_ARMS.items()),
+    *((arm, f"headstart + sources, {label}") for arm, (_, label, _) in TRANSFER_ARMS.items()),
 )
 #: Summary columns given more than the peers (an earlier run's data, the judging reference):
 #: reported, never bold
-INFORMED = ("headstart-transfer", "headstart-ref", *OFFSET_ARMS)
+INFORMED = ("headstart-transfer", "headstart-ref", *TRANSFER_ARMS)
 
 
 def summary_table(frame, budget: int, log_gap: bool = False) -> list[str]:
@@ -658,14 +693,15 @@ def transfer_table(frame, early: int = 10, late: int = 25) -> list[str]:
     if part.empty or "headstart-transfer" not in set(part["method"]):
         return []
     means = part.groupby(["problem", "method", "trial"])["metric"].mean()
-    offsets = [arm for arm in OFFSET_ARMS if arm in set(part["method"])]  # the ablations run
+    offsets = [arm for arm in TRANSFER_ARMS if arm in set(part["method"])]  # the ablations run
     lines = [
         f"### Sources on FC-Net: trial {early} with them against trial {late} without",
         "",
         f"| problem | headstart + sources, t={early} | headstart, t={late} | "
         f"GPSampler, t={late} | met |"
-        + "".join(f" {OFFSET_ARMS[arm][1]}, t={early} |" for arm in offsets),
-        "|---|---:|---:|---:|---|" + "---:|" * len(offsets),
+        + "".join(f" {TRANSFER_ARMS[arm][1]}, t={early} |" for arm in offsets)
+        + " sources' full-table front |",
+        "|---|---:|---:|---:|---|" + "---:|" * (len(offsets) + 1),
     ]
     for problem in dict.fromkeys(part["problem"]):
         with_sources = means[problem, "headstart-transfer", early]
@@ -675,10 +711,19 @@ def transfer_table(frame, early: int = 10, late: int = 25) -> list[str]:
         extra = "".join(
             f" {means.get((problem, arm, early), float('nan')):.3f} |" for arm in offsets
         )
+        consensus = TableTradeOff(problem).consensus_share()
         lines.append(
-            f"| {problem} | {with_sources:.3f} | {without:.3f} | {peer:.3f} | {met} |" + extra
+            f"| {problem} | {with_sources:.3f} | {without:.3f} | {peer:.3f} | {met} |"
+            + extra
+            + f" {consensus:.3f} |"
         )
-    return lines
+    note = (
+        "The last column evaluates on the target the configurations Pareto-optimal in the other "
+        "datasets' mean (each objective standardized per dataset) over their full tables: what "
+        "knowing the sources everywhere buys without one trial on the target "
+        "(`TableTradeOff.consensus_share`)."
+    )
+    return [*lines, "", note]
 
 
 def _plot(frame, path: Path, methods: list[str]) -> None:

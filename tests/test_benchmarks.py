@@ -617,8 +617,29 @@ def test_fcnet_trade_off_reads_the_tables_and_the_other_datasets():
     sources = problem.sources(0)
     assert len(sources) == 3 and "naval_propulsion" not in sources
     assert all(len(rows) == module.TABLE_SOURCE_TRIALS for rows in sources.values())
+    assert all(len(rows) == 5 for rows in problem.sources(0, trials=5).values())
     with pytest.raises(hs.InvalidSettingError, match="no metric"):
         load_table("fcnet", "naval_propulsion", "no_such_metric")
+
+
+def test_fcnet_consensus_share_is_one_when_the_sources_rank_as_the_target():
+    """The sources' consensus front, evaluated on the target: the target's own front (share 1)
+    when every source is an affine copy of the target, less when one objective's order flips."""
+    from headstart._objectives import hypervolume
+
+    module = benchmark_script("multi_objective")
+    rng = np.random.default_rng(0)
+    target = rng.normal(size=(6, 5, 2))
+    problem = object.__new__(module.TableTradeOff)
+    problem.table, problem.others = target, ["a", "b"]
+    flat = target.reshape(-1, 2)
+    problem.ref_point = np.median(flat, axis=0).tolist()
+    problem.max_hv = hypervolume(flat, problem.ref_point, ["minimize"] * 2)
+    copies = {"a": 3.0 * target + 1.0, "b": 0.5 * target - 2.0}
+    problem._objectives = copies.__getitem__
+    assert problem.consensus_share() == pytest.approx(1.0)
+    copies["a"] = copies["b"] = target * np.array([1.0, -1.0])  # the second objective reversed
+    assert problem.consensus_share() < 0.9
 
 
 def test_constrained_swap_smoke(tmp_path):

@@ -561,6 +561,8 @@ def test_multi_output_sources_are_checked(source_store, tmp_path):
         trial = target.ask()
         target.tell(trial, _shifted(trial.params), constraints=[trial.params["y"] - 0.6])
     assert target.settings["transfer"]["n_constraints"] == 0 and len(target.trials) == 3
+    constraint_model = target._strategy.engine._output_surrogates(3)[2]
+    assert constraint_model.prior_mean == "mean"  # a constraint's plain GP: the values' mean
     every = hs.create_study(  # "all": the stored studies with two objectives on this space
         "from-all", _space(), directions=["minimize"] * 2, storage=source_store, method="scaml",
         transfer_from="all", constraints=True,
