@@ -588,6 +588,33 @@ def test_multi_objective_report_of_one_objective_problems_has_no_empty_log_gap_t
     assert "| ConstrainedHartmann (regret) | 0.5 | **0.25** |" in module.summary_table(frame, 4)
 
 
+def test_multi_objective_paired_table_counts_seeds_in_each_direction():
+    module = benchmark_script("multi_objective")
+    rows = [  # regret (lower is better) on one problem, share (higher is better) on the other
+        ("ConstrainedHartmann", "headstart", 0, 0.1), ("ConstrainedHartmann", "headstart-auto", 0, 0.3),
+        ("ConstrainedHartmann", "headstart", 1, np.inf), ("ConstrainedHartmann", "headstart-auto", 1, np.inf),
+        ("ConstrainedHartmann", "headstart", 2, 0.5), ("ConstrainedHartmann", "headstart-auto", 2, 0.2),
+        ("ZDT1", "headstart", 0, 0.9), ("ZDT1", "headstart-auto", 0, 0.8),
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["problem", "method", "seed", "metric"]).assign(trial=4)
+    lines = module.paired_table(frame, "headstart-auto", "headstart", [4])
+    assert "| ConstrainedHartmann | 3 | 1 : 1; 0.3 / 0.5 |" in lines  # the inf pair is a tie
+    assert "| ZDT1 | 1 | 0 : 1; 0.8 / 0.9 |" in lines
+    assert module.paired_table(frame[frame["method"] == "headstart"], "headstart", "x", [4]) == []
+
+
+def test_multi_objective_transfer_arms_take_their_options_and_source_size(monkeypatch):
+    module = benchmark_script("multi_objective")
+    seen = []
+    evaluator = module.evaluator("BraninCurrin")
+    sources = evaluator.sources
+    monkeypatch.setattr(evaluator, "sources", lambda seed, *a: seen.append(a) or sources(seed, *a))
+    monkeypatch.setitem(module.TRANSFER_ARMS, "tiny", ({"target_offset": 1.0}, "tiny", 6))
+    trials = module._run_headstart(evaluator, 0, 2, "tiny")
+    assert len(trials) == 2 and seen == [(6,)]
+    assert len(sources(0, 6)["earlier"]) == 6
+
+
 def test_multi_objective_latency_smoke(tmp_path):
     module = benchmark_script("multi_objective")
     argv = ["--latency", "4", "--repeats", "1", "--problems", "ConstrainedGramacy"]

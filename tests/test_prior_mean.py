@@ -122,36 +122,16 @@ def test_the_gp_option_validates_and_reaches_the_surrogate():
         hs.create_study("p3", space, storage=None, prior_mean=0.0, kernel="SE[0]")
 
 
-def _output_prior_means(settings: dict, outputs: int) -> list:
-    """The prior mean of every output's GP (objectives first, then constraints)."""
-    import headstart as hs
-
-    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
-    study = hs.create_study("c", space, storage=None, seed=0, **settings)
-    return [model.prior_mean for model in study._strategy.engine._output_surrogates(outputs)]
-
-
-def test_one_objective_with_constraints_keeps_its_prior_mean():
-    """A constraint does not change the objective's model: its GP has the study's prior mean,
-    as without constraints. Each constraint's GP, and every objective's GP with several, has
-    the mean."""
-    two = {"directions": ["minimize", "maximize"]}
-    assert _output_prior_means({"constraints": True}, 3) == ["auto", "mean", "mean"]
-    assert _output_prior_means({"constraints": True, "prior_mean": 0.25}, 2) == [0.25, "mean"]
-    assert _output_prior_means({"constraints": True, "prior_mean": "mean"}, 2) == ["mean"] * 2
-    assert _output_prior_means(two, 2) == ["mean", "mean"]
-    assert _output_prior_means({**two, "constraints": True}, 3) == ["mean"] * 3
-
-
-def test_a_quantile_is_refused_with_several_objectives():
+def test_several_outputs_keep_the_mean():
     import headstart as hs
     from headstart.exceptions import InvalidSettingError
 
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
-    for outputs in (
-        {"directions": ["minimize", "maximize"]},
-        {"directions": ["minimize", "maximize"], "constraints": True},
-    ):
+    study = hs.create_study("c", space, storage=None, constraints=True, prior_mean="auto")
+    trial = study.ask()
+    study.tell(trial, trial.params["x"], constraints=[0.5 - trial.params["x"]])
+    assert study._strategy.engine.surrogate.prior_mean == "mean"
+    for outputs in ({"constraints": True}, {"directions": ["minimize", "maximize"]}):
         with pytest.raises(InvalidSettingError, match="applies to studies with one objective"):
             hs.create_study("c2", space, storage=None, prior_mean=0.0, **outputs)
 

@@ -236,11 +236,11 @@ class StudyConfig:
         prior_mean = options.get("prior_mean")  # a number: a quantile (bad values and
         # methods without the option are refused with their own messages)
         number = isinstance(prior_mean, numbers.Real) and not isinstance(prior_mean, bool)
-        if number and hasattr(self.spec.options, "prior_mean") and self.directions is not None:
+        if number and hasattr(self.spec.options, "prior_mean"):
             raise InvalidSettingError(
-                f"prior_mean={prior_mean!r} applies to studies with one objective (with or "
-                "without constraints), where it was measured; leave it unset or 'auto' here "
-                "(every objective's and constraint's GP then uses the observed values' mean)."
+                f"prior_mean={prior_mean!r} applies to studies with one objective and no "
+                "constraints, where it was measured; leave it unset or 'auto' here (every "
+                "output's GP then uses the observed values' mean)."
             )
 
     def _checked_reference(self) -> tuple[float, ...]:

@@ -60,10 +60,8 @@ class GPOptions(MethodOptions):
             always, as Optuna's ``GPSampler`` and BoTorch); or a quantile ``q`` in ``[0, 1]`` of
             the observed values (``0``: the worst, De Ath et al. 2020). A low prior mean predicts
             unexplored regions as mediocre rather than average, so EI spends fewer trials in far
-            corners. The objective of a study with constraints has it too; the constraints' GPs,
-            every objective's GP in a study with several, and grammar kernels use the mean
-            (``docs/benchmarks/real_objectives_ablations.md``,
-            ``docs/benchmarks/multi_objective_prior_mean.md``).
+            corners. Studies with several objectives or constraints, and grammar kernels, use
+            the mean (``docs/benchmarks/real_objectives_ablations.md``).
     """
 
     kernel: str = "matern"
@@ -141,11 +139,8 @@ def build_gp(ctx: BuildContext):
             hyperprior=prior,
             output_warp=options.output_warp,
             input_warp=options.input_warp,
-            # the study's one objective, with or without constraints; several objectives and
-            # the constraints: the mean (docs/benchmarks/multi_objective_prior_mean.md)
-            prior_mean=options.prior_mean
-            if ctx.n_objectives == 1 and not ctx.constraint
-            else "mean",
+            # several outputs: the mean (issue 30's measurements are of one objective)
+            prior_mean="mean" if ctx.multi_output else options.prior_mean,
         )
     from headstart.kernels.settings import KernelSearchSettings
     from headstart.kernels.surrogate import GrammarKernelGP

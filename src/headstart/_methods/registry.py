@@ -168,8 +168,6 @@ class BuildContext:
         map: ``map(function, payloads)`` that runs pieces of a large fit elsewhere (a Dask
             cluster); ``None`` runs everything in this process.
         multi_output: The study has several objectives or constraints (one model per output).
-        n_objectives: The study's number of objectives.
-        constraint: This model is one of the study's constraints (``False``: an objective).
     """
 
     is_cat: np.ndarray
@@ -182,8 +180,6 @@ class BuildContext:
     options: MethodOptions = NoOptions()
     map: Callable[[Callable, list], Any] | None = None
     multi_output: bool = False
-    n_objectives: int = 1
-    constraint: bool = False
 
 
 @dataclass(frozen=True)
