@@ -257,15 +257,23 @@ class Strategy:
         return self._engine
 
     def _output_builder(self, context: BuildContext) -> Callable[[int], object] | None:
-        """Several outputs with a transfer method: output ``j``'s model from its own sources'
-        values, a plain GP where no source has that output (a constraint the sources did not
-        record); ``None``: every output is built like the first."""
-        if self.output_tasks is None:
+        """Several outputs: output ``j``'s model, told whether it is a constraint (``j`` past
+        the objectives); with a transfer method, from its own sources' values, a plain GP where
+        no source has that output (a constraint the sources did not record). ``None`` for one
+        output."""
+        if not self.config.multi_output:
             return None
         import dataclasses
 
         from headstart._methods import get_method
 
+        k = self.config.n_objectives
+
+        def role(j: int) -> BuildContext:
+            return dataclasses.replace(context, constraint=j >= k)
+
+        if self.output_tasks is None:
+            return lambda j: self._restored(self.spec.build(role(j)))
         gp = get_method("gp")
         plain = dataclasses.replace(
             context, meta_tasks=(), options=gp.options.parse(None, method="gp")
@@ -274,8 +282,8 @@ class Strategy:
         def build(j: int):
             tasks = self.output_tasks[j] if j < len(self.output_tasks) else []
             if not tasks:
-                return gp.build(plain)
-            return self.spec.build(dataclasses.replace(context, meta_tasks=tuple(tasks)))
+                return gp.build(dataclasses.replace(plain, constraint=j >= k))
+            return self.spec.build(dataclasses.replace(role(j), meta_tasks=tuple(tasks)))
 
         return build
 

@@ -18,7 +18,8 @@ exist, each the one its model was tuned with:
   log(sigma^2 - 1e-6))``, ``w = 1/ell^2``, with ``ell in [e^-5, e^5] ~ [0.0067, 148]`` on the unit
   cube, ``s in [e^-7, e^7]`` and ``sigma^2 <= 1 + 1e-6`` (standardized units); a deterministic
   objective pins ``sigma^2 = 1e-6 + e^-30`` (Optuna's ``deterministic_objective=True`` does the
-  same);
+  same); :data:`CONSTRAINT_COORDS`, a constraint's Matérn GP, the same with the floor at
+  :data:`CONSTRAINT_MIN_NOISE`;
 * :data:`SE_COORDS` (the SE GPs of ScaML-GP and the baselines, App. C.5): ``(log ell_1..d,
   log s, log sigma^2)`` with ``ell, s in [1e-4, 1e2]``, ``sigma^2 in`` :data:`NOISE_BOUNDS`, and
   ``sigma^2`` pinned at :data:`DETERMINISTIC_NOISE` for noise-free objectives.
@@ -30,7 +31,7 @@ unified: each reproduces the fits its model was measured with.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,6 +44,12 @@ NOISE_BOUNDS = (1e-8, 1e-2)
 SE_SCALE_BOUNDS = (1e-4, 1e2)  # the SE GPs' lengthscales and output scale (App. C.5)
 DETERMINISTIC_NOISE = 1e-6  # noise-free objectives: sigma^2 pinned here (standardized units)
 MIN_NOISE = 1e-6  # the Matérn GP's smallest noise variance; deterministic objectives are common
+# A constraint's GP: the best feasible point lies on a constraint's boundary, and a noise floor of
+# 1e-6 (standardized; a standard deviation of 1e-3) hides violations smaller than that, so the
+# proposals creep up to the boundary from outside (ConstrainedGramacy, issue 34). Its floor is
+# lower; a noisy constraint still learns its noise above it, and the Cholesky factor's jitter
+# retries keep near-duplicate points factorable (float64: condition up to ~1e12 is exact enough).
+CONSTRAINT_MIN_NOISE = 1e-10
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ MATERN_COORDS = Coordinates(
     noise_bounds=(-25.0, 0.0),
     deterministic_noise=-30.0,
 )
+CONSTRAINT_COORDS = replace(MATERN_COORDS, noise_floor=CONSTRAINT_MIN_NOISE)
 SE_COORDS = Coordinates(
     log_w=False,
     noise_floor=0.0,
@@ -109,6 +117,8 @@ SE_COORDS = Coordinates(
 )
 
 __all__ = [
+    "CONSTRAINT_COORDS",
+    "CONSTRAINT_MIN_NOISE",
     "DEFAULT_LIMITS",
     "DETERMINISTIC_NOISE",
     "FIT_FACTR",

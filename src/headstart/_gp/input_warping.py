@@ -35,7 +35,7 @@ import scipy.linalg
 
 from headstart._gp.exact import prior_and_grad
 from headstart._gp.fit import minimize, row_by_row
-from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS
+from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS, Coordinates
 from headstart._gp.hyperprior import HyperPrior
 from headstart._gp.kernels import matern52_np
 from headstart._gp.model import ExactGP
@@ -127,6 +127,7 @@ def warped_objective_and_grad(
     y: np.ndarray,
     is_cat: np.ndarray,
     prior: HyperPrior,
+    coords: Coordinates = MATERN_COORDS,
 ) -> tuple[float, np.ndarray]:
     r"""The negative log posterior of one start and its gradient, in closed form (numpy).
 
@@ -142,6 +143,7 @@ def warped_objective_and_grad(
     Args:
         raw: ``d + 2 + 2 k`` coordinates (:func:`fit_warped_gp`).
         X: ``n x d`` inputs; y: ``n`` standardized targets; is_cat: ``d`` mask (``k`` numeric).
+        coords: The Matérn GP's coordinates (its noise floor).
 
     Returns:
         ``(value, gradient d + 2 + 2 k)``.
@@ -160,7 +162,7 @@ def warped_objective_and_grad(
     du_dloga = a * b * rest ** (b - 1.0) * xa * np.log(x)
     du_dlogb = -b * rest**b * np.log(np.maximum(rest, 1e-300))
     # the GP on U
-    params = GPParams.from_raw(theta, MATERN_COORDS)
+    params = GPParams.from_raw(theta, coords)
     w, s, noise = params.inv_sq_lengthscales[0], params.outputscale[0], params.noise[0]
     diff = U[:, None, :] - U[None, :, :]
     D = np.where(is_cat, diff != 0, diff * diff)  # n x n x d
@@ -180,13 +182,13 @@ def warped_objective_and_grad(
     grad = np.empty(d + 2 + 2 * k)
     grad[:d] = 0.5 * w * np.einsum("ik,ikj->j", P, D)  # d / d log w_j
     grad[d] = 0.5 * (W * Kf).sum()  # d / d log s
-    grad[d + 1] = 0.5 * (noise - MATERN_COORDS.noise_floor) * np.trace(W)
+    grad[d + 1] = 0.5 * (noise - coords.noise_floor) * np.trace(W)
     Uc = U[:, cols]
     dU = 2.0 * w[cols] * (Uc * P.sum(1)[:, None] - P @ Uc)  # n x k
     grad[d + 2 : d + 2 + k] = (dU * du_dloga).sum(0)
     grad[d + 2 + k :] = (dU * du_dlogb).sum(0)
     # the priors
-    log_prior, prior_grad = prior_and_grad(theta, prior, MATERN_COORDS)
+    log_prior, prior_grad = prior_and_grad(theta, prior, coords)
     warp = raw[d + 2 :]
     value = value - float(log_prior[0]) + 0.5 * (warp @ warp) / WARP_PRIOR_VAR
     grad[: d + 2] -= prior_grad[0]
@@ -202,6 +204,7 @@ def fit_warped_gp(
     prior: HyperPrior,
     *,
     deterministic: bool = False,
+    coords: Coordinates = MATERN_COORDS,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""MAP ``(theta, log a, log b)`` of the Matérn GP on warped inputs, one L-BFGS-B run per start.
 
@@ -212,6 +215,7 @@ def fit_warped_gp(
             (:data:`~headstart._gp.fit_settings.MATERN_COORDS`), then ``log a``, then ``log b``.
         prior: The GP hyperparameters' prior.
         deterministic: Pin the noise at its floor.
+        coords: The Matérn GP's coordinates (its noise floor).
 
     Returns:
         ``(raw R x (d + 2 + 2 k), objective R)``; ``inf`` where a run failed.
@@ -223,12 +227,12 @@ def fit_warped_gp(
     k = int((~is_cat).sum())
     bounds = np.concatenate(
         [
-            MATERN_COORDS.bounds(d, deterministic=deterministic),
+            coords.bounds(d, deterministic=deterministic),
             np.tile(np.asarray(WARP_BOUNDS), (2 * k, 1)),
         ]
     )
 
-    objective = row_by_row(lambda row: warped_objective_and_grad(row, X, y, is_cat, prior))
+    objective = row_by_row(lambda row: warped_objective_and_grad(row, X, y, is_cat, prior, coords))
     return minimize(objective, np.atleast_2d(starts), bounds, limits=MATERN_LIMITS)
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from headstart._engine.numerics import check_training_data
-from headstart._gp.exact import MATERN_FORM, fit_exact_gp
-from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS
+from headstart._gp.exact import GPForm, fit_exact_gp
+from headstart._gp.fit_settings import MATERN_COORDS, MATERN_LIMITS, Coordinates
 from headstart._gp.hyperprior import DEFAULT_HYPERPRIOR, HyperPrior
 from headstart._gp.input_warping import (
     WarpedPosterior,
@@ -33,6 +33,7 @@ from headstart._gp.input_warping import (
     identity_warp_raw,
     warp_inputs,
 )
+from headstart._gp.kernels import MATERN52
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
 from headstart._gp.warping import OUTPUT_WARPS, center_targets, check_prior_mean, warp_targets
@@ -80,6 +81,9 @@ class MaternGP:
         prior_mean: Where the GP's constant prior mean sits: ``"mean"`` (the mapped targets'
             mean), ``"auto"`` or a quantile ``q`` in ``[0, 1]`` of them (``0``: the worst
             observed value; :func:`headstart._gp.warping.center_targets`).
+        coords: The coordinates the fit moves, with the noise variance's floor
+            (:data:`~headstart._gp.fit_settings.MATERN_COORDS`; a constraint's GP has a lower
+            floor, :data:`~headstart._gp.fit_settings.CONSTRAINT_COORDS`).
     """
 
     informative_prior = False
@@ -93,8 +97,11 @@ class MaternGP:
         output_warp: str = "none",
         input_warp: str = "none",
         prior_mean: float | str = "mean",
+        coords: Coordinates = MATERN_COORDS,
     ) -> None:
         self.prior_mean = check_prior_mean(prior_mean)
+        self.coords = coords
+        self._form = GPForm(MATERN52, coords)
         if output_warp not in OUTPUT_WARPS:
             raise ValueError(f"output_warp must be one of {OUTPUT_WARPS}; got {output_warp!r}.")
         if input_warp not in INPUT_WARPS:
@@ -162,7 +169,7 @@ class MaternGP:
         if any(kind == "default" for *_, kind in ok):
             self._n_at_default_fit = n
         objective, raw, kind = min(ok, key=lambda c: c[0])
-        self._params = GPParams.from_raw(raw[: d + 2], MATERN_COORDS)
+        self._params = GPParams.from_raw(raw[: d + 2], self.coords)
         if self.input_warp != "none":
             self._warp_raw = np.asarray(raw[d + 2 :], dtype=np.float64)
         return self._params, float(objective), kind == "warm"
@@ -181,7 +188,7 @@ class MaternGP:
     def _start(self, kind: str, d: int) -> np.ndarray:
         """The previous fit (``"warm"``) or the hyperprior's start and the identity warp."""
         if kind == "warm":
-            base, warp = self._params.to_raw(MATERN_COORDS)[0], self._warp_raw
+            base, warp = self._params.to_raw(self.coords)[0], self._warp_raw
         else:
             base, warp = self._initial_raw(d), identity_warp_raw(len(self.warped_cols))
         return base if self.input_warp == "none" else np.concatenate([base, warp])
@@ -192,7 +199,7 @@ class MaternGP:
         if self.input_warp != "none":
             raw, objective = fit_warped_gp(
                 X, y, self.is_cat, np.stack(starts), self.hyperprior,
-                deterministic=self.deterministic,
+                deterministic=self.deterministic, coords=self.coords,
             )  # fmt: skip
             return list(zip(objective, raw, strict=True))
         raw, objective = fit_exact_gp(
@@ -201,7 +208,7 @@ class MaternGP:
             self.is_cat,
             np.stack(starts)[:, None, :],
             prior=self.hyperprior,
-            form=MATERN_FORM,
+            form=self._form,
             deterministic=self.deterministic,
             per_datum=False,
             limits=MATERN_LIMITS,
@@ -211,13 +218,13 @@ class MaternGP:
 
     def _initial_raw(self, d: int) -> np.ndarray:
         ell, s, noise = self.hyperprior.initial_values(d)
-        return GPParams.from_values(ell, s, noise).to_raw(MATERN_COORDS)[0]
+        return GPParams.from_values(ell, s, noise).to_raw(self.coords)[0]
 
     def state(self) -> dict[str, Any]:
         """The last fitted hyperparameters (raw log form) and when defaults were last tried."""
         if self._params is None:
             return {}
-        raw = self._params.to_raw(MATERN_COORDS)[0]
+        raw = self._params.to_raw(self.coords)[0]
         state = {"raw": raw.tolist(), "n_at_default_fit": self._n_at_default_fit}
         if self._warp_raw is not None:
             state["warp_raw"] = self._warp_raw.tolist()
@@ -231,7 +238,7 @@ class MaternGP:
             raw = np.asarray(raw, dtype=np.float64)
             if not (np.isfinite(raw).all() and np.abs(raw).max() <= 50.0):
                 raise ValueError(f"GP state holds log-parameters {raw.tolist()} (need |x| <= 50)")
-            self._params = GPParams.from_raw(raw, MATERN_COORDS)
+            self._params = GPParams.from_raw(raw, self.coords)
             self._n_at_default_fit = int(state.get("n_at_default_fit", 0))
         warp = state.get("warp_raw")
         if warp is not None and len(warp) == 2 * len(self.warped_cols):

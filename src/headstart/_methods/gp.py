@@ -130,6 +130,7 @@ def build_gp(ctx: BuildContext):
     options = ctx.options
     if options.kernel == "matern":
         from headstart._gp import MaternGP
+        from headstart._gp.fit_settings import CONSTRAINT_COORDS, MATERN_COORDS
         from headstart._gp.hyperprior import NAMED
 
         prior = NAMED[options.hyperprior]
@@ -141,6 +142,8 @@ def build_gp(ctx: BuildContext):
             input_warp=options.input_warp,
             # several outputs: the mean (issue 30's measurements are of one objective)
             prior_mean="mean" if ctx.multi_output else options.prior_mean,
+            # a constraint's boundary resolved finer than the objective's 1e-3 sd noise floor
+            coords=CONSTRAINT_COORDS if ctx.constraint else MATERN_COORDS,
         )
     from headstart.kernels.settings import KernelSearchSettings
     from headstart.kernels.surrogate import GrammarKernelGP

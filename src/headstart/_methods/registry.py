@@ -168,6 +168,7 @@ class BuildContext:
         map: ``map(function, payloads)`` that runs pieces of a large fit elsewhere (a Dask
             cluster); ``None`` runs everything in this process.
         multi_output: The study has several objectives or constraints (one model per output).
+        constraint: This model is one of the study's constraints (``False``: an objective).
     """
 
     is_cat: np.ndarray
@@ -180,6 +181,7 @@ class BuildContext:
     options: MethodOptions = NoOptions()
     map: Callable[[Callable, list], Any] | None = None
     multi_output: bool = False
+    constraint: bool = False
 
 
 @dataclass(frozen=True)
