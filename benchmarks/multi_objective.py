@@ -99,8 +99,7 @@ ABLATIONS = ("headstart-init2d1", "headstart-ref", *TRANSFER_ARMS)
 #: Reported seed by seed against headstart when both are in the CSV (:func:`paired_table`):
 #: the objective's GP of a constrained study at the default ``prior_mean="auto"`` (rows made at
 #: commit d5dd400, where ``headstart`` did so; reverted), and the constraints' GPs at the
-#: objective's noise floor of 1e-6 (rows made at commit be01de4, before the constraints' floor
-#: of 1e-10)
+#: objective's noise floor of 1e-6 (the default before commit 9a64c7b gave constraints 1e-10)
 PAIRED = ("headstart-auto", "headstart-floor-1e-6")
 #: Left out of the mean ranks: an earlier run's data (transfer), or not run on every problem
 #: and seed (the BoTorch loop, the ablations).

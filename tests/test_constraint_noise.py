@@ -20,12 +20,15 @@ from headstart._gp.fit_settings import (
 )
 
 
-def _floors(outputs: int, **settings) -> list[float]:
-    """The noise floor of every output's GP (objectives first, then constraints)."""
+def _outputs(outputs: int, **settings) -> list:
+    """Every output's model (objectives first, then constraints)."""
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
     study = hs.create_study("c", space, storage=None, seed=0, **settings)
-    engine = study._strategy.engine
-    return [model.coords.noise_floor for model in engine._output_surrogates(outputs)]
+    return study._strategy.engine._output_surrogates(outputs)
+
+
+def _floors(outputs: int, **settings) -> list[float]:
+    return [model.coords.noise_floor for model in _outputs(outputs, **settings)]
 
 
 def test_only_constraints_get_the_lower_floor():
@@ -34,6 +37,31 @@ def test_only_constraints_get_the_lower_floor():
     assert _floors(3, constraints=True) == [high, low, low]
     assert _floors(3, directions=["minimize", "maximize"], constraints=True) == [high, high, low]
     assert _floors(2, directions=["minimize", "maximize"]) == [high, high]
+
+
+def test_a_transfer_studys_unrecorded_constraint_gets_the_lower_floor():
+    """With ``method="scaml"``, a constraint no source recorded is modelled by the plain GP,
+    told that it is a constraint."""
+    from headstart.storage import get_storage
+
+    store = get_storage(None)
+    space = hs.SearchSpace({"x": hs.Float(0.0, 1.0)})
+    source = hs.create_study("earlier", space, storage=store, seed=1, method="random")
+    for _ in range(12):
+        trial = source.ask()
+        source.tell(trial, (trial.params["x"] - 0.3) ** 2)
+    study = hs.create_study(
+        "new", space, storage=store, method="scaml", transfer_from=["earlier"], constraints=True
+    )
+    constraint = study._strategy.engine._output_surrogates(2)[1]
+    assert constraint.coords.noise_floor == CONSTRAINT_MIN_NOISE
+
+
+def test_deterministic_is_about_the_objective():
+    """``deterministic=True`` pins the objective's noise; a constraint still learns its own
+    (pinned at 1e-10, a slightly noisy constraint's fit collapses)."""
+    models = _outputs(3, constraints=True, deterministic=True)
+    assert [m.deterministic for m in models] == [True, False, False]
 
 
 def _wiggle(x: np.ndarray) -> np.ndarray:
@@ -72,18 +100,19 @@ def _violation_z(coords) -> np.ndarray:
 
 
 def test_the_constraint_gp_resolves_violations_below_the_objective_floor():
-    """Deterministic values violating the boundary by 8e-6 to 8e-5: the constraint's GP is
-    sure they are infeasible (``z`` 1.4 for the smallest, above 5 for the rest); a GP with the
-    objective's floor gives each about even odds (``z`` below 0.3), so the acquisition keeps
-    proposing such points."""
+    """Deterministic values violating the boundary by 8e-6 to 8e-5: the constraint's GP gives
+    the smallest an 8% chance of feasibility (``z`` 1.4) and the rest almost none (``z`` above
+    5); a GP with the objective's floor gives each about even odds (``z`` below 0.3), so the
+    acquisition keeps proposing such points."""
     z = _violation_z(CONSTRAINT_COORDS)
     assert z[-1] > 1.0 and (z[:-1] > 3.0).all()
     assert (np.abs(_violation_z(MATERN_COORDS)) < 0.5).all()
 
 
 def test_a_noisy_constraint_still_learns_its_noise():
-    """The lower floor only allows less noise: a noisy constraint's fitted noise stays near its
-    true level (standardized variance about 0.1^2 / var(c))."""
+    """A guard, not a measure of the change: the lower floor only allows less noise, so a noisy
+    constraint's fitted noise stays near its true level (standardized variance about
+    0.1^2 / var(c)) instead of collapsing to the floor."""
     rng = np.random.default_rng(1)
     X = rng.random((40, 2))
     c = _wiggle(X) + 0.1 * rng.standard_normal(40)

@@ -272,8 +272,8 @@ class Strategy:
         def role(j: int) -> BuildContext:
             return dataclasses.replace(context, constraint=j >= k)
 
-        if self.output_tasks is None:
-            return lambda j: self._restored(self.spec.build(role(j)))
+        if self.output_tasks is None:  # (the saved warm-start state is the first output's)
+            return lambda j: self.spec.build(role(j))
         gp = get_method("gp")
         plain = dataclasses.replace(
             context, meta_tasks=(), options=gp.options.parse(None, method="gp")

@@ -136,7 +136,9 @@ def build_gp(ctx: BuildContext):
         prior = NAMED[options.hyperprior]
         return MaternGP(
             ctx.is_cat,
-            deterministic=ctx.deterministic,
+            # ``deterministic`` is about the objective: a constraint learns its noise (pinned at
+            # its floor of 1e-10, a slightly noisy constraint's fit collapses)
+            deterministic=ctx.deterministic and not ctx.constraint,
             hyperprior=prior,
             output_warp=options.output_warp,
             input_warp=options.input_warp,
