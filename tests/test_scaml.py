@@ -496,6 +496,12 @@ def test_a_fitted_offset_grows_only_when_the_target_sits_at_another_level(setup)
     var = np.diagonal(np.linalg.inv(0.5 * (H + H.T)))[D + 2 : D + 2 + len(tasks)]
     expect = np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
     np.testing.assert_allclose(list(se.values()), expect, rtol=1e-6)
+    # the weights' whole covariance block (benchmarks/scaml_calibration.py): symmetric, and
+    # its diagonal the squared standard errors
+    cov = shifted.weight_covariance()
+    assert cov.shape == (len(tasks), len(tasks))
+    np.testing.assert_allclose(cov, cov.T, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(np.diagonal(cov), var, rtol=1e-6)
 
 
 def test_target_offset_fit_is_an_option(setup):

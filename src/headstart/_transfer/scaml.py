@@ -853,10 +853,21 @@ class ScaML(TransferSurrogate):
         return X
 
     def _weightse_np(self, params: ScaMLParams) -> np.ndarray:
+        """The weights' standard errors: the square roots of :meth:`weight_covariance`'s
+        diagonal (``nan`` where it is not positive)."""
+        var = np.diagonal(self.weight_covariance(params))
+        return np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
+
+    def weight_covariance(self, params: ScaMLParams | None = None) -> np.ndarray:
+        """``M x M`` Laplace covariance of the weights at ``params`` (the last fit by default):
+        their block of the inverse Hessian of the MAP objective (Eq. 9) over the free test
+        parameters. ``nan`` before any target data, or where the Hessian is not positive
+        definite."""
+        params = self.params if params is None else params
         M, d = len(self.names), len(self.is_cat)
         X_t, y_t = self._last_X, self._last_y
-        if self.params is None or not len(y_t):
-            return np.full(M, np.nan)
+        if params is None or self.params is None or not len(y_t):
+            return np.full((M, M), np.nan)
         U, S = self._meta_at(X_t)
         z = (y_t - self.ybar) / self.scale
         objective = _TestObjective(
@@ -877,9 +888,9 @@ class ScaML(TransferSurrogate):
             H = torch.autograd.functional.hessian(f, raw[idx]).numpy()
             cov = np.linalg.inv(0.5 * (H + H.T))
         except (np.linalg.LinAlgError, ModelFittingError):
-            return np.full(M, np.nan)
-        var = np.diagonal(cov)[-M - 1 : -1] if self.fit_offset else np.diagonal(cov)[-M:]
-        return np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
+            return np.full((M, M), np.nan)
+        block = slice(-M - 1, -1) if self.fit_offset else slice(-M, None)
+        return cov[block, block]
 
     def diagnostics(self) -> dict[str, Any]:
         """The base diagnostics, :meth:`weight_summary`, a fitted offset's standard deviation

@@ -1,0 +1,170 @@
+r"""How well ScaML-GP's predictive variance covers the target, with and without the weights'
+uncertainty (a diagnostic for issues 31 and 34; no default depends on it).
+
+ScaML-GP fits its source weights ``w`` by MAP (Tighineanu et al. 2024, Eq. 9) and predicts
+with them as if they were known. This script conditions it on ``n`` random configurations of an
+FC-Net table (the other three data sets' tables as sources, as ``multi_objective.py``'s transfer
+arm has them), predicts every configuration of the table, and reports the mean of ``z^2 =
+(y - mean)^2 / var`` over the table (1 for a calibrated Gaussian predictive; above 1 is
+overconfident), for each output (validation loss, training time):
+
+* ``scaml``: the posterior as BO uses it;
+* ``scaml+w``: the same plus the weights' Laplace variance, ``g(x)^T Sigma_w g(x)``, where
+  ``Sigma_w`` is the weights' block of the inverse Hessian of the MAP objective
+  (:meth:`~headstart._transfer.scaml.ScaML.weight_covariance`) and ``g_m(x) = (mu_m(x) -
+  k(x, X_t) A^{-1} mu_m(X_t)) / s``, the derivative of the posterior mean in ``w_m`` with the
+  covariance held fixed (a first-order propagation);
+* ``gp``: GP-BO's Matérn GP on the same ``n`` points, for reference.
+
+It also reports the mean ``z`` over the table's best 3% for each output: negative means the
+model predicts the best configurations worse than they are.
+
+Usage::
+
+    python benchmarks/scaml_calibration.py  # docs/benchmarks/scaml_calibration.{csv,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+PROBLEMS = ("FCNet-slice", "FCNet-protein", "FCNet-naval", "FCNet-parkinsons")
+OUTPUTS = ("loss", "time")
+MODELS = ("scaml", "scaml+w", "gp")
+FIELDS = ("problem", "output", "seed", "n", "model", "z2", "top_z")
+
+
+def _grid(ev) -> list[dict]:
+    """Every configuration of the table (grid indices by parameter)."""
+    sizes = [range(len(values)) for values in ev.grids.values()]
+    return [dict(zip(ev.grids, index, strict=True)) for index in itertools.product(*sizes)]
+
+
+def _study(ev, seed: int, method: str):
+    import headstart as hs
+    import multi_objective as mo
+
+    settings = mo._headstart_settings(ev, seed)
+    if method == "scaml":
+        for name, rows in ev.sources(seed).items():
+            source = hs.create_study(name, ev.space(), method="random", **settings)
+            source.add_trials(mo.headstart_rows(ev, rows))
+        settings["transfer_from"] = list(ev.sources(seed))
+    return hs.create_study("target", ev.space(), method=method, **settings)
+
+
+def _weights_variance(model, posterior, X_t: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """``g(x)^T Sigma_w g(x)`` at the rows of ``G`` (normalized units; see the module docs)."""
+    import scipy.linalg
+
+    cov = model.weight_covariance()
+    if not np.isfinite(cov).all():
+        return np.zeros(len(G))
+    mu_G = model.meta.mean(G) / model.scale  # M x m
+    mu_X = model.meta.mean(X_t) / model.scale  # M x n
+    cross = posterior._meta(G)[2]
+    k = cross / posterior.scale**2 + posterior._test_kernel(G)
+    g = mu_G.T - k @ scipy.linalg.cho_solve((posterior.L, True), mu_X.T)
+    return np.maximum(np.einsum("mi,ij,mj->m", g, cov, g), 0.0)
+
+
+def measure(problem: str, seed: int, n: int) -> list[dict]:
+    """One (problem, seed, n): a row per output and model."""
+    import multi_objective as mo
+    from headstart._engine.multi_output import to_model_units
+
+    ev = mo.evaluator(problem)
+    grid = _grid(ev)
+    truth = -np.array([ev(p)[0] for p in grid])  # maximized, as the models see it
+    rng = np.random.default_rng(seed)
+    params = [ev.random_params(rng) for _ in range(n)]
+    rows = []
+    for method in ("scaml", "gp"):
+        study = _study(ev, seed, method)
+        study.add_trials([{"params": p, "values": ev(p)[0]} for p in params])
+        strategy = study._strategy
+        X, G = strategy._encode(params), strategy._encode(grid)
+        Y = -np.array([ev(p)[0] for p in params])
+        models = strategy.engine._output_surrogates(len(OUTPUTS))
+        for j, (output, model) in enumerate(zip(OUTPUTS, models, strict=True)):
+            posterior, y_model = model.condition(X, Y[:, j], np.random.default_rng(seed))
+            mean, var = posterior.posterior(G)
+            t = np.array([to_model_units(Y[:, j], y_model, v, beyond="range") for v in truth[:, j]])
+            top = t >= np.quantile(t, 0.97)
+            variants = {method: var}
+            if method == "scaml":
+                variants["scaml+w"] = var + _weights_variance(model, posterior, X, G)
+            for name, v in variants.items():
+                z = (t - mean) / np.sqrt(v)
+                row = {"problem": problem, "output": output, "seed": seed, "n": n, "model": name}
+                rows.append(row | {"z2": float(np.mean(z * z)), "top_z": float(np.mean(z[top]))})
+    return rows
+
+
+def report(rows: list[dict], argv: list[str] | None) -> str:
+    import pandas as pd
+
+    from headstart.bench_cli import command_line
+
+    frame = pd.DataFrame(rows)
+    seeds = frame["seed"].nunique()
+    lines = [
+        "# ScaML-GP's predictive calibration on the FC-Net tables, with and without the weights' "
+        "uncertainty",
+        "",
+        f"Generated by `{command_line('scaml_calibration', argv)}`: {seeds} seeds, the target "
+        "conditioned on n random configurations, the other three tables as sources. Mean over "
+        "seeds of the mean `z^2` over the whole table (1 is calibrated, above 1 overconfident), "
+        "and in brackets the mean `z` over the table's best 3% (negative: predicted worse than "
+        "they are). `scaml+w` adds the weights' Laplace variance; `gp` is GP-BO's Matérn GP "
+        "on the same points. See the script's docstring.",
+        "",
+        "| problem | output | n | " + " | ".join(f"`{m}`" for m in MODELS) + " |",
+        "|---|---|---:|" + "---:|" * len(MODELS),
+    ]
+    means = frame.groupby(["problem", "output", "n", "model"], sort=False)[["z2", "top_z"]].mean()
+    for (problem, output, n), part in means.groupby(level=[0, 1, 2], sort=False):
+        part = part.droplevel([0, 1, 2])
+        cells = [f"{part.loc[m, 'z2']:.2f} ({part.loc[m, 'top_z']:+.2f})" for m in MODELS]
+        lines.append(f"| {problem} | {output} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    torch.set_num_threads(1)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--problems", default=",".join(PROBLEMS), help="comma-separated FC-Net tables")
+    p.add_argument("--seeds", type=int, default=6, help="seeds 0..N-1 (random target points)")
+    p.add_argument("--n", default="8,16", help="comma-separated numbers of target points")
+    p.add_argument("--out", type=Path, default=DOCS, help="folder of the CSV and the report")
+    args = p.parse_args(argv)
+    rows = [
+        row
+        for problem in args.problems.split(",")
+        for n in map(int, args.n.split(","))
+        for seed in range(args.seeds)
+        for row in measure(problem, seed, n)
+    ]
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / "scaml_calibration.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    text = report(rows, argv)
+    (args.out / "scaml_calibration.md").write_text(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
