@@ -587,3 +587,29 @@ def test_paper_schedule_restarts_at_every_call(setup, monkeypatch):
     assert all(starts for starts, _ in seen.values()) and len(seen) == 12
     assert {factr for _, factr in seen.values()} == {1e7}
     assert posterior.screening_points == 2048
+
+
+def test_weight_covariance_is_a_covariance_or_nan(monkeypatch):
+    """The weights' Laplace covariance is symmetric positive semi-definite, with the standard
+    errors' squares on its diagonal; a block that is not (weights on their bound) gives ``nan``
+    while the standard errors keep their old definition."""
+    rng = np.random.default_rng(5)
+    shapes = {"a": lambda X: np.sin(5 * X[:, 0]), "b": lambda X: np.cos(4 * X[:, 1])}
+    tasks = [
+        MetaTask(name, X, f(X), "maximize")
+        for name, f in shapes.items()
+        for X in [rng.random((30, D))]
+    ]
+    model = ScaML(tasks, np.zeros(D, bool), seed=0)
+    assert np.isnan(model.weight_covariance()).all()  # before any target data
+    X_t = rng.random((12, D))
+    y_t = shapes["a"](X_t) + 0.7 * shapes["b"](X_t)  # both sources count
+    model.condition(X_t, y_t, np.random.default_rng(0))
+    cov = model.weight_covariance()
+    assert np.isfinite(cov).all() and np.linalg.eigvalsh(cov).min() >= -1e-12
+    se = np.array(list(model.weight_summary()["weight_se"].values()))
+    np.testing.assert_allclose(np.sqrt(np.diagonal(cov)), se, rtol=1e-8)
+    indefinite = np.array([[1.0, 2.0], [2.0, 1.0]])
+    monkeypatch.setattr(ScaML, "_inverse_hessian_block", lambda self, params: indefinite)
+    assert np.isnan(model.weight_covariance()).all()
+    assert np.array(list(model.weight_summary()["weight_se"].values())) == pytest.approx([1, 1])

@@ -853,17 +853,29 @@ class ScaML(TransferSurrogate):
         return X
 
     def _weightse_np(self, params: ScaMLParams) -> np.ndarray:
-        """The weights' standard errors: the square roots of :meth:`weight_covariance`'s
-        diagonal (``nan`` where it is not positive)."""
-        var = np.diagonal(self.weight_covariance(params))
+        """The weights' standard errors: the square roots of the diagonal of their block of the
+        inverse Hessian (``nan`` where an entry is not positive)."""
+        var = np.diagonal(self._inverse_hessian_block(params))
         return np.where(var > 0, np.sqrt(np.abs(var)), np.nan)
 
     def weight_covariance(self, params: ScaMLParams | None = None) -> np.ndarray:
         """``M x M`` Laplace covariance of the weights at ``params`` (the last fit by default):
         their block of the inverse Hessian of the MAP objective (Eq. 9) over the free test
-        parameters. ``nan`` before any target data, or where the Hessian is not positive
-        definite."""
-        params = self.params if params is None else params
+        parameters. ``nan`` before any target data, where the Hessian is singular, or where the
+        block is not positive semi-definite (a fit whose weights sit on their bound of 0 is not
+        a local maximum in every direction, and the approximation does not hold there)."""
+        block = self._inverse_hessian_block(self.params if params is None else params)
+        if not np.isfinite(block).all():
+            return block
+        block = 0.5 * (block + block.T)
+        tolerance = 1e-10 * max(float(np.abs(np.diagonal(block)).max()), 1e-300)
+        if np.linalg.eigvalsh(block).min() < -tolerance:
+            return np.full_like(block, np.nan)
+        return block
+
+    def _inverse_hessian_block(self, params: ScaMLParams | None) -> np.ndarray:
+        """The weights' ``M x M`` block of the inverse Hessian of the MAP objective at
+        ``params`` (``nan`` without target data or where the Hessian is singular)."""
         M, d = len(self.names), len(self.is_cat)
         X_t, y_t = self._last_X, self._last_y
         if params is None or self.params is None or not len(y_t):
