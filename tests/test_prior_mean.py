@@ -103,11 +103,7 @@ def test_far_from_the_data_the_prediction_is_the_quantile():
 
 def test_the_gp_option_validates_and_reaches_the_surrogate():
     import headstart as hs
-    from headstart._gp.warping import PRIOR_MEANS as CORE
-    from headstart._methods.gp import PRIOR_MEANS as OPTIONS
     from headstart.exceptions import InvalidSettingError
-
-    assert CORE == OPTIONS  # the options' torch-free copy of the core's names
 
     space = hs.SearchSpace({"x": hs.Float(0.0, 1.0), "n": hs.Int(1, 9)})
     study = hs.create_study("p", space, storage=None, method="gp", seed=0, prior_mean=0.25)
@@ -173,3 +169,19 @@ def test_a_study_stored_before_the_auto_default_resumes_with_the_mean():
     assert StudyConfig.from_json(old).options["prior_mean"] == "mean"
     assert StudyConfig.from_json({**old, "options": None}).options["prior_mean"] == "mean"
     assert StudyConfig.from_json(new.to_json()).options["prior_mean"] == "auto"
+
+
+def test_the_options_check_without_the_gp_core():
+    """The method options and the GP core share one definition of the option values
+    (:mod:`headstart._model_options`); checking options imports neither torch nor SciPy's
+    statistics."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, headstart._methods.gp as g; "
+        "g.GPOptions(prior_mean=0.5, output_warp='copula'); "
+        "print('torch' in sys.modules, 'scipy.stats' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -37,11 +37,11 @@ from headstart._gp.kernels import MATERN52
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
 from headstart._gp.warping import OUTPUT_WARPS, center_targets, check_prior_mean, warp_targets
+from headstart._model_options import INPUT_WARPS
 from headstart.exceptions import ModelFittingError
 
 DEFAULT_RESTART_EVERY = 5  # refit from defaults after at least this many new points ...
 DEFAULT_RESTART_GROWTH = 0.25  # ... and at least this share of the points at the last one
-INPUT_WARPS = ("none", "kumaraswamy")
 
 
 def default_refit_due(n: int, n_at_default_fit: int) -> bool:

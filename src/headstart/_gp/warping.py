@@ -31,15 +31,14 @@ values lie elsewhere and a pessimistic prior would keep the search on the flat p
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 import numpy as np
 from scipy import stats
 
 from headstart._engine.numerics import standardize
+from headstart._model_options import OUTPUT_WARPS, PRIOR_MEANS, check_prior_mean
 
-OUTPUT_WARPS = ("none", "yeo-johnson", "copula")
 MIN_POINTS = 3  # below this, a fitted lambda says nothing: plain standardization
 
 
@@ -78,24 +77,6 @@ def warp_targets(y: np.ndarray, kind: str) -> np.ndarray:
         ranks = stats.rankdata(z)  # ties: mean rank
         return standardize(stats.norm.ppf((ranks - 0.5) / len(z)))[0]
     return yeo_johnson_targets(y)[0]
-
-
-PRIOR_MEANS = ("mean", "auto")  # or a quantile in [0, 1]
-
-
-def check_prior_mean(prior_mean: float | str) -> float | str:
-    """``"mean"``, ``"auto"`` or a quantile in ``[0, 1]``; raises ``ValueError`` otherwise."""
-    if isinstance(prior_mean, str):
-        ok = prior_mean in PRIOR_MEANS
-    else:
-        number = isinstance(prior_mean, numbers.Real) and not isinstance(prior_mean, bool)
-        ok = number and 0.0 <= prior_mean <= 1.0
-    if not ok:
-        raise ValueError(
-            "prior_mean must be 'mean', 'auto' or a quantile in [0, 1] of the observed values "
-            f"(0: the worst); got {prior_mean!r}."
-        )
-    return prior_mean if isinstance(prior_mean, str) else float(prior_mean)
 
 
 def lower_fence(z: np.ndarray) -> float:

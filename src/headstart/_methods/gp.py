@@ -7,7 +7,6 @@ design is the sources' best configurations (Feurer et al. 2015); ``random`` has 
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -20,12 +19,10 @@ from headstart._methods.registry import (
     check_choice,
     register_method,
 )
+from headstart._model_options import INPUT_WARPS, OUTPUT_WARPS, check_prior_mean
 from headstart.exceptions import InvalidSettingError
 
 GP_HYPERPRIORS = ("optuna", "lognormal")  # headstart._gp.hyperprior.NAMED that suit GP-BO
-OUTPUT_WARPS = ("none", "yeo-johnson", "copula")  # headstart._gp.warping's (no torch import here)
-INPUT_WARPS = ("none", "kumaraswamy")  # headstart._gp.surrogate's
-PRIOR_MEANS = ("mean", "auto")  # headstart._gp.warping's (or a quantile in [0, 1])
 
 
 @dataclass(frozen=True)
@@ -87,18 +84,7 @@ class GPOptions(MethodOptions):
         check_choice("hyperprior", self.hyperprior, GP_HYPERPRIORS)
         check_choice("output_warp", self.output_warp, OUTPUT_WARPS)
         check_choice("input_warp", self.input_warp, INPUT_WARPS)
-        q = self.prior_mean  # as headstart._gp.warping.check_prior_mean, without its import
-        if isinstance(q, str):
-            ok = q in PRIOR_MEANS
-        else:
-            ok = isinstance(q, numbers.Real) and not isinstance(q, bool) and 0.0 <= q <= 1.0
-            if ok:  # NumPy scalars too, stored as a plain float
-                object.__setattr__(self, "prior_mean", float(q))
-        if not ok:
-            raise InvalidSettingError(
-                "prior_mean must be 'mean', 'auto' or a quantile in [0, 1] of the observed "
-                f"values (0: the worst); got {q!r}."
-            )
+        object.__setattr__(self, "prior_mean", check_prior_mean(self.prior_mean))
         if not isinstance(self.prior_mean, str) and self.kernel != "matern":  # "auto": the mean
             raise InvalidSettingError(
                 f"prior_mean={self.prior_mean!r} is the Matérn GP's; kernel={self.kernel!r} "
