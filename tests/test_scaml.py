@@ -613,3 +613,43 @@ def test_weight_covariance_is_a_covariance_or_nan(monkeypatch):
     monkeypatch.setattr(ScaML, "_inverse_hessian_block", lambda self, params: indefinite)
     assert np.isnan(model.weight_covariance()).all()
     assert np.array(list(model.weight_summary()["weight_se"].values())) == pytest.approx([1, 1])
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("target_offset", [0.0, "fit"])
+def test_the_weights_block_is_the_weights_rows_of_the_inverse_hessian(deterministic, target_offset):
+    """With and without a pinned noise and a fitted offset, the block taken from the end of the
+    free coordinates is exactly the weights' rows and columns of the inverse Hessian."""
+    rng = np.random.default_rng(7)
+    shapes = {"a": lambda X: np.sin(5 * X[:, 0]), "b": lambda X: np.cos(4 * X[:, 1])}
+    tasks = [
+        MetaTask(name, X, f(X), "maximize")
+        for name, f in shapes.items()
+        for X in [rng.random((30, D))]
+    ]
+    model = ScaML(
+        tasks, np.zeros(D, bool), seed=0, deterministic=deterministic, target_offset=target_offset
+    )
+    X_t = rng.random((12, D))
+    model.condition(X_t, shapes["a"](X_t) + 0.7 * shapes["b"](X_t), np.random.default_rng(0))
+    U, S = model.meta.mean(X_t), model.meta.cov(X_t, X_t)
+    z = (model._last_y - model.ybar) / model.scale
+    obj = _TestObjective(
+        U, S, X_t, z, np.zeros(D, bool), model.ybar, model.scale,
+        offset_variance=model.offset_variance, fit_offset=model.fit_offset,
+    )  # fmt: skip
+    raw = torch.from_numpy(model.params.to_raw())
+    names = [f"ell{j}" for j in range(D)] + ["s", "noise", "w_a", "w_b"]
+    names += ["offset"] if target_offset == "fit" else []
+    free = [i for i, n in enumerate(names) if not (deterministic and n == "noise")]
+
+    def f(sub):
+        full = raw.clone()
+        full[free] = sub
+        return obj(full[None])[0]
+
+    H = torch.autograd.functional.hessian(f, raw[free]).numpy()
+    inverse = np.linalg.inv(0.5 * (H + H.T))
+    weights = [k for k, i in enumerate(free) if names[i].startswith("w_")]
+    expect = inverse[np.ix_(weights, weights)]
+    np.testing.assert_allclose(model._inverse_hessian_block(model.params), expect, rtol=1e-8)
