@@ -96,16 +96,17 @@ def measure(problem: str, seed: int, n: int) -> list[dict]:
 
     ev = mo.evaluator(problem)
     grid = _grid(ev)
-    truth = -np.array([ev(p)[0] for p in grid])  # maximized, as the models see it
+    truth = -ev.table.reshape(-1, len(OUTPUTS))  # in _grid's order; maximized, as models see it
     rng = np.random.default_rng(seed)
     params = [ev.random_params(rng) for _ in range(n)]
+    values = [ev(p)[0] for p in params]
+    Y = -np.array(values)
     rows = []
     for method in ("scaml", "gp"):
         study = _study(ev, seed, method)
-        study.add_trials([{"params": p, "values": ev(p)[0]} for p in params])
+        study.add_trials([{"params": p, "values": v} for p, v in zip(params, values, strict=True)])
         strategy = study._strategy
         X, G = strategy._encode(params), strategy._encode(grid)
-        Y = -np.array([ev(p)[0] for p in params])
         models = strategy.engine._output_surrogates(len(OUTPUTS))
         for j, (output, model) in enumerate(zip(OUTPUTS, models, strict=True)):
             posterior, y_model = model.condition(X, Y[:, j], np.random.default_rng(seed))
@@ -134,7 +135,7 @@ def pool_bo(problem: str, model: str, seed: int, budget: int, n_initial: int = 3
 
     ev = mo.evaluator(problem)
     grid = _grid(ev)
-    loss = np.array([ev(p)[0][0] for p in grid])
+    loss = ev.table.reshape(-1, len(OUTPUTS))[:, 0]  # in _grid's order
     study = _study(ev, seed, "gp" if model == "gp" else "scaml", loss_only=True)
     G = study._strategy._encode(grid)
     surrogate = study._strategy.engine.surrogate

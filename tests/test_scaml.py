@@ -589,17 +589,24 @@ def test_paper_schedule_restarts_at_every_call(setup, monkeypatch):
     assert posterior.screening_points == 2048
 
 
-def test_weight_covariance_is_a_covariance_or_nan(monkeypatch):
-    """The weights' Laplace covariance is symmetric positive semi-definite, with the standard
-    errors' squares on its diagonal; a block that is not (weights on their bound) gives ``nan``
-    while the standard errors keep their old definition."""
-    rng = np.random.default_rng(5)
+def _two_shapes(rng: np.random.Generator) -> tuple[dict, list[MetaTask]]:
+    """Two sources of different shapes (30 random points each); a target mixing both gives
+    each a weight away from its bound."""
     shapes = {"a": lambda X: np.sin(5 * X[:, 0]), "b": lambda X: np.cos(4 * X[:, 1])}
     tasks = [
         MetaTask(name, X, f(X), "maximize")
         for name, f in shapes.items()
         for X in [rng.random((30, D))]
     ]
+    return shapes, tasks
+
+
+def test_weight_covariance_is_a_covariance_or_nan(monkeypatch):
+    """The weights' Laplace covariance is symmetric positive semi-definite, with the standard
+    errors' squares on its diagonal; a block that is not (weights on their bound) gives ``nan``
+    while the standard errors keep their old definition."""
+    rng = np.random.default_rng(5)
+    shapes, tasks = _two_shapes(rng)
     model = ScaML(tasks, np.zeros(D, bool), seed=0)
     assert np.isnan(model.weight_covariance()).all()  # before any target data
     X_t = rng.random((12, D))
@@ -621,12 +628,7 @@ def test_the_weights_block_is_the_weights_rows_of_the_inverse_hessian(determinis
     """With and without a pinned noise and a fitted offset, the block taken from the end of the
     free coordinates is exactly the weights' rows and columns of the inverse Hessian."""
     rng = np.random.default_rng(7)
-    shapes = {"a": lambda X: np.sin(5 * X[:, 0]), "b": lambda X: np.cos(4 * X[:, 1])}
-    tasks = [
-        MetaTask(name, X, f(X), "maximize")
-        for name, f in shapes.items()
-        for X in [rng.random((30, D))]
-    ]
+    shapes, tasks = _two_shapes(rng)
     model = ScaML(
         tasks, np.zeros(D, bool), seed=0, deterministic=deterministic, target_offset=target_offset
     )

@@ -36,8 +36,8 @@ from headstart._gp.input_warping import (
 from headstart._gp.kernels import MATERN52
 from headstart._gp.model import ExactGP
 from headstart._gp.params import GPParams
-from headstart._gp.warping import OUTPUT_WARPS, center_targets, check_prior_mean, warp_targets
-from headstart._model_options import INPUT_WARPS
+from headstart._gp.warping import center_targets, warp_targets
+from headstart._model_options import INPUT_WARPS, OUTPUT_WARPS, check_prior_mean
 from headstart.exceptions import ModelFittingError
 
 DEFAULT_RESTART_EVERY = 5  # refit from defaults after at least this many new points ...
