@@ -181,6 +181,35 @@ def _pass_counts(summary, target: str, warm: str = WARM) -> str:
     return " / ".join(map(str, counts))
 
 
+def half_table(frame, methods: list[str], target: str, warm: str = WARM) -> list[str]:
+    """Markdown table: issue 31's pass counts on each half of the seeds, and what an arm that
+    *is* a baseline passes by chance: the baseline's second half of the seeds judged against both
+    baselines' first half (the noise of a per-family count at that many seeds)."""
+    import pandas as pd
+
+    seeds = sorted(set(frame.seed))
+    first, second = seeds[: len(seeds) // 2], seeds[len(seeds) // 2 :]
+    lines = ["| arm judged | its seeds | baselines' seeds | passing (1-5 / t=10 / final) |",
+             "|---|---|---|---|"]  # fmt: skip
+    span = lambda s: f"{s[0]}-{s[-1]}"  # noqa: E731
+    for half in (first, second, seeds):
+        part = frame[frame.seed.isin(half)]
+        counts = _pass_counts(summarize(part, target, methods), target, warm)
+        lines.append(f"| {target} | {span(half)} | {span(half)} | {counts} |")
+    base = frame[frame.seed.isin(first)]
+    for arm in (GP, warm):
+        if arm not in methods:
+            continue
+        twin = frame[(frame.method == arm) & frame.seed.isin(second)].copy()
+        twin["seed"] = twin.seed.map(dict(zip(second, first, strict=False)))
+        twin["method"] = f"{arm} (twin)"
+        both = pd.concat([base, twin], ignore_index=True)
+        summary = summarize(both, twin.method.iloc[0], [*methods, f"{arm} (twin)"])
+        counts = _pass_counts(summary, f"{arm} (twin)", warm)
+        lines.append(f"| {arm} | {span(second)} | {span(first)} | {counts} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--suite", choices=("selection", "confirmation"), default="selection")
@@ -195,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DOCS)
     p.add_argument("--name", default=None, help="Base name (default transfer_protocol_<suite>).")
     p.add_argument("--report-only", action="store_true")
+    p.add_argument(
+        "--halves", action="store_true",
+        help="Also report the pass counts on each half of the seeds, and a baseline's own.",
+    )  # fmt: skip
     args = p.parse_args(argv)
     os.environ.setdefault("HEADSTART_SKLEARN_CACHE", str(DOCS / "sklearn_cache.jsonl"))
     from headstart.bench_cli import command_line
@@ -240,6 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         f"the trials-1-5 bound is min(`{args.warm}`, `{GP}`)"
         + ("." if args.warm in methods else " (not among the methods: that check is skipped).")
     )
+    halves = [
+        "### The counts' noise: each half of the seeds, and a baseline judged against itself",
+        "",
+        *half_table(frame, methods, args.target, args.warm),
+        "",
+    ] if args.halves else []  # fmt: skip
     text = "\n".join(
         [
             f"# Transfer protocol: {args.suite} families",
@@ -256,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *relative_table(summary, methods, args.warm),
             "",
+            *halves,
             "### Per family",
             "",
             *table,

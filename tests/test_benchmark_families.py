@@ -623,3 +623,28 @@ def test_compare_runs_matches_jobs_and_counts_identical_curves(tmp_path):
     assert row["s_after"] / row["s_before"] == pytest.approx(0.5)
     assert row["regret_before"] == pytest.approx(0.5) and row["regret_after"] == pytest.approx(0.75)
     assert "| m | t | 2 | 0.2000 | 0.1000 | 0.50 |" in out.read_text()
+
+
+def test_transfer_protocol_half_table_counts_each_half_and_a_baselines_twin():
+    """``--halves``: the target's pass counts per half of the seeds, and a baseline's second
+    half judged against both baselines' first half (here the second half is easier)."""
+    import pandas as pd
+
+    module = benchmark_script("transfer_protocol")
+    level = {"target": (0.9, 0.6), "headstart-warmstart": (0.8, 0.8), "headstart-gp": (1.0, 0.5)}
+    frame = pd.DataFrame(
+        [
+            dict(task="t", method=m, seed=s, budget=10, iteration=i, regret=level[m][s >= 2])
+            for m in level
+            for s in range(4)
+            for i in range(1, 11)
+        ]
+    )
+    rows = module.half_table(frame, list(level), "target")
+    assert rows[2:] == [
+        "| target | 0-1 | 0-1 | 0 / 1 / 1 |",
+        "| target | 2-3 | 2-3 | 0 / 0 / 0 |",
+        "| target | 0-3 | 0-3 | 1 / 1 / 1 |",
+        "| headstart-gp | 2-3 | 0-1 | 1 / 1 / 1 |",
+        "| headstart-warmstart | 2-3 | 0-1 | 1 / 1 / 1 |",
+    ]

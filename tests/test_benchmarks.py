@@ -816,3 +816,28 @@ def test_scaml_calibration_pool_bo_smoke(tmp_path):
     assert first.nunique() == 1  # the same 3 initial configurations
     assert (rows.groupby("model")["regret"].diff().dropna() <= 0).all()  # best so far
     assert "| FCNet-naval | 5 |" in (tmp_path / "scaml_calibration_bo.md").read_text()
+
+
+def test_sampler_source_bound_smoke(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import optuna_sampler
+
+    module = benchmark_script("sampler_source_bound")
+    monkeypatch.setattr(optuna_sampler, "SOURCES_DIR", tmp_path)
+    rows = module.bound_rows([0], ["car"], source_budget=4)
+    by_rule = {r["rule"]: r for r in rows}
+    assert set(by_rule) == set(module.RULES) and all(r["dataset"] == "car" for r in rows)
+    assert by_rule["winners-7"]["trials"] == 7 and by_rule["source-best"]["trials"] == 28
+    # the hindsight best of every source trial is at least as good as any subset of them
+    assert by_rule["source-best"]["regret"] <= by_rule["winners-7"]["regret"]
+    assert by_rule["source-best"]["regret"] <= by_rule["pooled-top-10"]["regret"]
+    assert min(r["regret"] for r in rows) >= 0.0
+    runs = tmp_path / "runs.csv"
+    runs.write_text(
+        "dataset,seed,method,trial,value,regret,seconds\n"
+        "car,0,optuna-tpe,50,0.1,0.5,0.0\ncar,0,headstart-scaml,10,0.1,0.5,0.0\n"
+    )
+    text = module.report(rows, runs)
+    assert "| car | 0.5000 | 0.5000 |" in text and "datasets at or below TPE @50" in text
