@@ -655,3 +655,73 @@ def test_the_weights_block_is_the_weights_rows_of_the_inverse_hessian(determinis
     weights = [k for k, i in enumerate(free) if names[i].startswith("w_")]
     expect = inverse[np.ix_(weights, weights)]
     np.testing.assert_allclose(model._inverse_hessian_block(model.params), expect, rtol=1e-8)
+
+
+def test_warped_tasks_keep_each_tasks_order_and_map_it_by_its_own_values():
+    from scipy import stats
+
+    from headstart._transfer.metafit import warped_tasks
+
+    rng = np.random.default_rng(3)
+    heavy = MetaTask("heavy", rng.random((9, D)), np.exp(3 * rng.standard_normal(9)), "minimize")
+    tame = MetaTask("tame", rng.random((6, D)), rng.standard_normal(6), "maximize")
+    assert warped_tasks([heavy, tame], "none") == [heavy, tame]
+    out = warped_tasks([heavy, tame], "copula")
+    for before, after in zip([heavy, tame], out, strict=True):
+        assert after.name == before.name and after.direction == "maximize"
+        np.testing.assert_array_equal(after.X, before.X)
+        # the order in the maximize convention is kept, and the values are the normal scores
+        np.testing.assert_array_equal(np.argsort(after.y), np.argsort(before.y_max()))
+        n = before.n
+        scores = stats.norm.ppf((np.arange(1, n + 1) - 0.5) / n)
+        expected = (scores - scores.mean()) / scores.std()
+        np.testing.assert_allclose(np.sort(after.y), expected, atol=1e-12)
+
+
+def test_output_warp_is_the_papers_model_on_warped_values(setup):
+    """``output_warp`` maps each source's and the target's values by their own, then runs the
+    paper's model: the same posterior as ScaML-GP given the warped data by hand."""
+    from headstart._gp.warping import warp_targets
+    from headstart._transfer.metafit import warped_tasks
+
+    tasks, _, X_t, y_t, *_ = setup
+    y_heavy = np.exp(2.0 * y_t)  # a target with a long upper tail
+    warped = warped_tasks(tasks, "yeo-johnson")
+    meta = fit_meta_gps(warped, np.zeros(D, bool), seed=0)
+    option = ScaML(tasks, np.zeros(D, bool), meta=meta, output_warp="yeo-johnson")
+    by_hand = ScaML(warped, np.zeros(D, bool), meta=meta)
+    post_a, z_a = option.condition(X_t, y_heavy, np.random.default_rng(0))
+    post_b, z_b = by_hand.condition(
+        X_t, warp_targets(y_heavy, "yeo-johnson"), np.random.default_rng(0)
+    )
+    np.testing.assert_allclose(z_a, z_b, rtol=1e-12)
+    Xs = np.random.default_rng(1).random((5, D))
+    for a, b in zip(post_a.posterior(Xs), post_b.posterior(Xs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
+    np.testing.assert_allclose(option.moments.mean, by_hand.moments.mean)
+    with pytest.raises(ValueError, match="output_warp"):
+        ScaML(tasks, np.zeros(D, bool), meta=meta, output_warp="log")
+
+
+def test_output_warp_goes_through_create_study_and_warps_the_cached_meta_gps(setup):
+    import headstart as hs
+    from headstart.exceptions import InvalidSettingError
+
+    tasks, *_ = setup
+    space = hs.SearchSpace({"x0": hs.Float(0.0, 1.0), "x1": hs.Float(0.0, 1.0)})
+    with pytest.raises(InvalidSettingError, match="output_warp"):
+        hs.create_study("w", space, storage=None, method="scaml", transfer_from=tasks,
+                        output_warp="log")  # fmt: skip
+    study = hs.create_study(
+        "w", space, storage=None, method="scaml", transfer_from=tasks, output_warp="copula"
+    )
+    for _ in range(4):
+        trial = study.ask()
+        study.tell(trial, float(np.sin(3 * trial.params["x0"]) + trial.params["x1"]))
+    model = study._strategy._engine.surrogate
+    assert model.output_warp == "copula"
+    # the model holds each source's standardized normal scores, not its raw values
+    np.testing.assert_allclose(model.moments.mean, 0.0, atol=1e-12)
+    np.testing.assert_allclose(model.moments.var, 1.0, rtol=0.2)
+    raw = TaskMoments.of([t.y_max() for t in tasks])  # the raw sources' are not
+    assert np.abs(raw.mean).min() > 0.3 and not np.allclose(raw.var, 1.0, rtol=0.2)

@@ -24,6 +24,7 @@ from headstart._methods.registry import (
     check_number,
     register_method,
 )
+from headstart._model_options import OUTPUT_WARPS
 from headstart._transfer import defaults
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
 from headstart._transfer.defaults import check_target_offset
@@ -56,6 +57,11 @@ class ScaMLOptions(MethodOptions):
             training times on a larger data set). ``"fit"``: its variance is fitted with the
             other hyperparameters (MAP, prior as the residual kernel's signal variance), so it
             grows only as far as the target's observations ask for it.
+        output_warp: A monotone map of each task's values (every source's and the target's,
+            each by its own values) before the fits: ``"none"`` (the paper's),
+            ``"yeo-johnson"`` or ``"copula"`` (only each task's order of configurations is
+            kept, as in Salinas et al., ICML 2020), for sources whose values differ in scale
+            or tail.
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR
@@ -67,6 +73,7 @@ class ScaMLOptions(MethodOptions):
     handover_margin: float = defaults.SCAML_HANDOVER_MARGIN
     handover_mode: str = defaults.SCAML_HANDOVER_MODE
     target_offset: float | str = defaults.SCAML_TARGET_OFFSET
+    output_warp: str = defaults.SCAML_OUTPUT_WARP
 
     def __post_init__(self) -> None:
         check_number("fit_factr", self.fit_factr, low=0.0, above=True)
@@ -78,6 +85,7 @@ class ScaMLOptions(MethodOptions):
         check_target_offset(self.target_offset)
         check_bool("handover", self.handover)
         check_choice("handover_mode", self.handover_mode, HANDOVER_MODES)
+        check_choice("output_warp", self.output_warp, OUTPUT_WARPS)
 
 
 @dataclass(frozen=True)
@@ -109,10 +117,13 @@ class StackGPOptions(MethodOptions):
 
 
 def prefit_meta_gps(ctx: BuildContext):
-    """The meta-task GPs from the model cache, fitted (spread by ``ctx.map``) and cached if new."""
+    """The meta-task GPs from the model cache, fitted (spread by ``ctx.map``) and cached if new;
+    of the warped tasks under ScaML-GP's ``output_warp`` (the cache key hashes the values)."""
     from headstart._transfer.cache import cached_meta_gps
+    from headstart._transfer.metafit import warped_tasks
 
-    return cached_meta_gps(ctx.meta_tasks, ctx.is_cat, ctx.cache, map=ctx.map)
+    tasks = warped_tasks(ctx.meta_tasks, getattr(ctx.options, "output_warp", "none"))
+    return cached_meta_gps(tasks, ctx.is_cat, ctx.cache, map=ctx.map)
 
 
 def transfer_builder(module: str, name: str, *, meta_gps: bool) -> Callable[[BuildContext], Any]:

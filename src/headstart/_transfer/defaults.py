@@ -22,6 +22,7 @@ SCAML_HANDOVER_MODE = "switch"
 # A constant target-vs-sources offset ~ N(0, sd^2) in ScaML-GP's normalized units (ScaML's
 # target_offset); 0: the paper's model, which has none
 SCAML_TARGET_OFFSET = 0.0
+SCAML_OUTPUT_WARP = "none"  # each task's values as they are (the paper's); or a warp of each task
 SCAML_MAX_TARGET_OFFSET = 100.0  # beyond it the offset's prior is flat for every purpose
 
 

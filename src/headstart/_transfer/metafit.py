@@ -56,6 +56,24 @@ def _starts(
     return np.clip(raw, bounds[:, 0], bounds[:, 1])
 
 
+def warped_tasks(tasks: Sequence[Any], kind: str) -> list[Any]:
+    r"""``tasks`` with each task's values mapped by the output warp ``kind``
+    (:func:`headstart._gp.warping.warp_targets`: ``"none"``, ``"yeo-johnson"`` or ``"copula"``),
+    each by its own values, in the maximize convention; ``tasks`` themselves for ``"none"``.
+
+    The copula is the per-task Gaussian-copula transform of Salinas, Shen & Perrone (ICML 2020,
+    "A quantile-based approach for hyperparameter transfer learning", Sec. 3): only each task's
+    order of configurations is kept, so tasks whose values differ in scale or tail become
+    comparable.
+    """
+    from headstart._gp.warping import warp_targets
+    from headstart._meta import MetaTask
+
+    if kind == "none":
+        return list(tasks)
+    return [MetaTask(t.name, t.X, warp_targets(t.y_max(), kind), "maximize") for t in tasks]
+
+
 def fit_meta_gps(
     tasks: Sequence[Any],
     is_cat: np.ndarray,

@@ -69,6 +69,8 @@ from headstart._gp.fit_settings import N_PRIOR_STARTS, SE_COORDS, Limits
 from headstart._gp.hyperprior import SCAML_TEST_HYPERPRIOR, HyperPrior
 from headstart._gp.kernels import se_np
 from headstart._gp.surrogate import MaternGP
+from headstart._gp.warping import warp_targets
+from headstart._model_options import OUTPUT_WARPS
 from headstart._transfer.averaging import AveragedPosterior, Part, evidence_weights
 from headstart._transfer.base import TransferSurrogate
 from headstart._transfer.defaults import SCAML_FIT_FACTR as FIT_FACTR
@@ -76,12 +78,13 @@ from headstart._transfer.defaults import SCAML_HANDOVER as HANDOVER
 from headstart._transfer.defaults import SCAML_HANDOVER_MARGIN as HANDOVER_MARGIN
 from headstart._transfer.defaults import SCAML_HANDOVER_MODE as HANDOVER_MODE
 from headstart._transfer.defaults import SCAML_HANDOVER_MODES as HANDOVER_MODES
+from headstart._transfer.defaults import SCAML_OUTPUT_WARP as OUTPUT_WARP
 from headstart._transfer.defaults import SCAML_PRUNE_THRESHOLD as PRUNE_THRESHOLD
 from headstart._transfer.defaults import SCAML_RESTART_EVERY as RESTART_EVERY
 from headstart._transfer.defaults import SCAML_RESTART_GROWTH as RESTART_GROWTH
 from headstart._transfer.defaults import SCAML_SCREENING_POINTS as SCREENING_POINTS
 from headstart._transfer.defaults import check_target_offset
-from headstart._transfer.metafit import fit_meta_gps
+from headstart._transfer.metafit import fit_meta_gps, warped_tasks
 from headstart.exceptions import ModelFittingError
 
 MIN_WEIGHT = 1e-10
@@ -663,6 +666,11 @@ class ScaML(TransferSurrogate):
             ``"fit"``: ``c^2`` is a hyperparameter, fitted with the others (prior LogNormal(-2,
             3) as ``s_t``'s, whose density peaks near 0): the offset then grows only as far as
             the target's observations ask for it.
+        output_warp: A monotone map of each task's values, each by its own values, before
+            anything is fitted (:func:`headstart._transfer.metafit.warped_tasks`): ``"none"``
+            (the paper's), ``"yeo-johnson"`` or ``"copula"`` (the per-task Gaussian copula of
+            Salinas et al., ICML 2020). The target's values are mapped the same way at every
+            ``condition``, so the model and the acquisition work in the warped units.
     """
 
     def __init__(
@@ -682,11 +690,16 @@ class ScaML(TransferSurrogate):
         handover_margin: float = HANDOVER_MARGIN,
         handover_mode: str = HANDOVER_MODE,
         target_offset: float | str = 0.0,
+        output_warp: str = OUTPUT_WARP,
     ) -> None:
         if handover_mode not in HANDOVER_MODES:
             raise ValueError(
                 f"handover_mode must be one of {HANDOVER_MODES}; got {handover_mode!r}."
             )
+        if output_warp not in OUTPUT_WARPS:
+            raise ValueError(f"output_warp must be one of {OUTPUT_WARPS}; got {output_warp!r}.")
+        self.output_warp = output_warp
+        meta_tasks = warped_tasks(meta_tasks, output_warp)
         self.names = [t.name for t in meta_tasks]
         self.handover = bool(handover)
         self.handover_margin = float(handover_margin)
@@ -738,6 +751,8 @@ class ScaML(TransferSurrogate):
     ) -> tuple[ScaMLPosterior, np.ndarray]:
         """Refit ``theta_t`` on the test data and return ``(posterior, normalized y_t)``."""
         X_t, y_t = self._test_data(X_t, y_t)
+        if self.output_warp != "none":
+            y_t = warp_targets(y_t, self.output_warp)
         cached = self._meta_at(X_t) if len(y_t) else None
         n = len(y_t)
         gap = max(self.restart_every, math.ceil(self.restart_growth * self._n_at_restart))

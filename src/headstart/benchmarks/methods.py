@@ -1028,6 +1028,13 @@ register_method(
     TransferVariant("scaml", (("winners_first", True),)),
     description="headstart ScaML-GP after the warm start's design of source winners (issue 31)",
 )
+for _warp in ("copula", "yeo-johnson"):
+    register_method(
+        f"headstart-scaml-{_warp}",
+        TransferVariant("scaml", (("output_warp", _warp),)),
+        description=f"headstart ScaML-GP with output_warp={_warp!r}: each task's values warped "
+        "by their own (issue 31)",
+    )
 register_method(
     "headstart-gp-init10",
     GPVariant((("n_initial", 10),)),
