@@ -43,8 +43,14 @@ DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 SOURCES_DIR = Path.home() / ".cache" / "headstart" / "optuna_sampler"  # regenerated when missing
 NAME = "optuna_sampler"
 METHODS = ("headstart-scaml", "headstart-gp", "optuna-tpe", "optuna-gp")
-# run with --methods; headstart-scaml-before31: ScaML's defaults before issue 31 (plateau rule off)
-VARIANTS = ("headstart-warmstart", "headstart-scaml-cand", "headstart-scaml-before31")
+# run with --methods; headstart-scaml-before31: ScaML's defaults before issue 31 (plateau rule
+# off); headstart-scaml-copula: output_warp="copula" (issue 31's ninth candidate)
+VARIANTS = (
+    "headstart-warmstart",
+    "headstart-scaml-cand",
+    "headstart-scaml-before31",
+    "headstart-scaml-copula",
+)
 FIELDS = ("dataset", "seed", "method", "trial", "value", "regret", "seconds")
 
 
@@ -87,6 +93,10 @@ def _sampler(method: str, seed: int, url: str, sources: list[str]):
     if method == "headstart-scaml-before31":
         return HeadstartSampler(
             "scaml", transfer_from=from_optuna(url, sources), seed=seed, plateau_rule=False
+        )
+    if method == "headstart-scaml-copula":  # each study's values by their normal scores
+        return HeadstartSampler(
+            "scaml", transfer_from=from_optuna(url, sources), seed=seed, output_warp="copula"
         )
     if method == "headstart-warmstart":  # the sources' best configurations first, then GP-BO
         return HeadstartSampler("warmstart", transfer_from=from_optuna(url, sources), seed=seed)

@@ -188,6 +188,8 @@ def half_table(frame, methods: list[str], target: str, warm: str = WARM) -> list
     import pandas as pd
 
     seeds = sorted(set(frame.seed))
+    if len(seeds) < 2 or len(seeds) % 2:
+        raise ValueError(f"--halves needs an even number of seeds, at least 2; got {len(seeds)}.")
     first, second = seeds[: len(seeds) // 2], seeds[len(seeds) // 2 :]
     lines = ["| arm judged | its seeds | baselines' seeds | passing (1-5 / t=10 / final) |",
              "|---|---|---|---|"]  # fmt: skip
@@ -201,7 +203,9 @@ def half_table(frame, methods: list[str], target: str, warm: str = WARM) -> list
         if arm not in methods:
             continue
         twin = frame[(frame.method == arm) & frame.seed.isin(second)].copy()
-        twin["seed"] = twin.seed.map(dict(zip(second, first, strict=False)))
+        if twin.empty:
+            continue
+        twin["seed"] = twin.seed.map(dict(zip(second, first, strict=True)))
         twin["method"] = f"{arm} (twin)"
         both = pd.concat([base, twin], ignore_index=True)
         summary = summarize(both, twin.method.iloc[0], [*methods, f"{arm} (twin)"])

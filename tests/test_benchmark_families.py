@@ -648,3 +648,5 @@ def test_transfer_protocol_half_table_counts_each_half_and_a_baselines_twin():
         "| headstart-gp | 2-3 | 0-1 | 1 / 1 / 1 |",
         "| headstart-warmstart | 2-3 | 0-1 | 1 / 1 / 1 |",
     ]
+    with pytest.raises(ValueError, match="even number of seeds"):
+        module.half_table(frame[frame.seed < 3], list(level), "target")

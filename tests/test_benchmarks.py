@@ -821,15 +821,28 @@ def test_scaml_calibration_pool_bo_smoke(tmp_path):
 def test_sampler_source_bound_smoke(tmp_path, monkeypatch):
     from pathlib import Path
 
+    import optuna
+
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import optuna_sampler
+    from headstart.benchmarks.hpo_tables import GRIDS, load_table
 
     module = benchmark_script("sampler_source_bound")
     monkeypatch.setattr(optuna_sampler, "SOURCES_DIR", tmp_path)
     rows = module.bound_rows([0], ["car"], source_budget=4)
     by_rule = {r["rule"]: r for r in rows}
     assert set(by_rule) == set(module.RULES) and all(r["dataset"] == "car" for r in rows)
-    assert by_rule["winners-7"]["trials"] == 7 and by_rule["source-best"]["trials"] == 28
+    assert by_rule["winners-7"]["trials"] == 7 and by_rule["source-best"]["trials"] <= 28
+    # winners-7 is the best, on car, of each other study's own best trial
+    table = load_table("mlp", "car")
+    url = f"sqlite:///{tmp_path / 'sources_seed0.db'}"
+    winners = [
+        optuna.load_study(study_name=name, storage=url).best_trial.params
+        for name in optuna.get_all_study_names(url)
+        if name != "car"
+    ]
+    best = min(float(table[tuple(p[n] for n in GRIDS["mlp"])]) for p in winners) - table.min()
+    assert by_rule["winners-7"]["regret"] == pytest.approx(best)
     # the hindsight best of every source trial is at least as good as any subset of them
     assert by_rule["source-best"]["regret"] <= by_rule["winners-7"]["regret"]
     assert by_rule["source-best"]["regret"] <= by_rule["pooled-top-10"]["regret"]
@@ -840,4 +853,25 @@ def test_sampler_source_bound_smoke(tmp_path, monkeypatch):
         "car,0,optuna-tpe,50,0.1,0.5,0.0\ncar,0,headstart-scaml,10,0.1,0.5,0.0\n"
     )
     text = module.report(rows, runs)
-    assert "| car | 0.5000 | 0.5000 |" in text and "datasets at or below TPE @50" in text
+    assert "| car | 0.5000 | 0.5000 |" in text and "Seeds 0-0." in text
+
+
+def test_sampler_source_bound_rankings_against_brute_force():
+    """The pooled list: by rank within its study, then value, each configuration once; the
+    tables' consensus: the lowest mean rank over the other tables."""
+    from scipy.stats import rankdata
+
+    module = benchmark_script("sampler_source_bound")
+    a = [((0,), 0.3), ((1,), 0.1), ((2,), 0.2)]
+    b = [((1,), 5.0), ((3,), 4.0)]
+    assert module._pooled([a, b]) == [
+        (0, 0.1, (1,)),
+        (0, 4.0, (3,)),
+        (1, 0.2, (2,)),
+        (2, 0.3, (0,)),
+    ]
+    rng = np.random.default_rng(0)
+    tables = {name: rng.random((3, 4)) for name in ("x", "y", "z")}
+    mean_rank = (rankdata(tables["y"].ravel()) + rankdata(tables["z"].ravel())) / 2
+    brute = sorted(range(12), key=lambda i: (mean_rank[i], i))[:3]  # ties: the first index
+    assert module._tables_consensus(tables, "x", 3) == brute

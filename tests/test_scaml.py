@@ -720,7 +720,10 @@ def test_output_warp_goes_through_create_study_and_warps_the_cached_meta_gps(set
         study.tell(trial, float(np.sin(3 * trial.params["x0"]) + trial.params["x1"]))
     model = study._strategy._engine.surrogate
     assert model.output_warp == "copula"
-    # the model holds each source's standardized normal scores, not its raw values
+    # the model holds each source's standardized normal scores, not its raw values: in its
+    # moments and in the meta GPs (from prefit_meta_gps, the study's model cache)
+    np.testing.assert_allclose(model.meta.y_mean, 0.0, atol=1e-12)
+    np.testing.assert_allclose(model.meta.y_std, 1.0, rtol=0.1)
     np.testing.assert_allclose(model.moments.mean, 0.0, atol=1e-12)
     np.testing.assert_allclose(model.moments.var, 1.0, rtol=0.2)
     raw = TaskMoments.of([t.y_max() for t in tasks])  # the raw sources' are not

@@ -61,7 +61,8 @@ class ScaMLOptions(MethodOptions):
             each by its own values) before the fits: ``"none"`` (the paper's),
             ``"yeo-johnson"`` or ``"copula"`` (only each task's order of configurations is
             kept, as in Salinas et al., ICML 2020), for sources whose values differ in scale
-            or tail.
+            or tail. The new task's level relative to its sources is then not used, and
+            ``transfer_report()``'s weights are in warped units.
     """
 
     fit_factr: float = defaults.SCAML_FIT_FACTR

@@ -670,7 +670,10 @@ class ScaML(TransferSurrogate):
             anything is fitted (:func:`headstart._transfer.metafit.warped_tasks`): ``"none"``
             (the paper's), ``"yeo-johnson"`` or ``"copula"`` (the per-task Gaussian copula of
             Salinas et al., ICML 2020). The target's values are mapped the same way at every
-            ``condition``, so the model and the acquisition work in the warped units.
+            ``condition``, so the model and the acquisition work in the warped units. The
+            target is then standardized by its own values: its level relative to the sources
+            is not used (one observation says nothing; two, only their order), and the
+            weights, residual variance and evidence are in warped units.
     """
 
     def __init__(
