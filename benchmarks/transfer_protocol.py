@@ -181,6 +181,17 @@ def _pass_counts(summary, target: str, warm: str = WARM) -> str:
     return " / ".join(map(str, counts))
 
 
+def span(seeds: list[int]) -> str:
+    """``[0, 1, 2, 42, 43]`` as ``"0-2, 42-43"``."""
+    runs: list[list[int]] = []
+    for seed in sorted(seeds):
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
 def half_table(frame, methods: list[str], target: str, warm: str = WARM) -> list[str]:
     """Markdown table: issue 31's pass counts on each half of the seeds, and what an arm that
     *is* a baseline passes by chance: the baseline's second half of the seeds judged against both
@@ -193,7 +204,6 @@ def half_table(frame, methods: list[str], target: str, warm: str = WARM) -> list
     first, second = seeds[: len(seeds) // 2], seeds[len(seeds) // 2 :]
     lines = ["| arm judged | its seeds | baselines' seeds | passing (1-5 / t=10 / final) |",
              "|---|---|---|---|"]  # fmt: skip
-    span = lambda s: f"{s[0]}-{s[-1]}"  # noqa: E731
     for half in (first, second, seeds):
         part = frame[frame.seed.isin(half)]
         counts = _pass_counts(summarize(part, target, methods), target, warm)
@@ -222,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default=METHODS, help="Comma-separated methods.")
     p.add_argument("--target", default=TARGET, help="The method the verdicts are about.")
     p.add_argument("--warm", default=WARM, help="The warm-start baseline of the targets.")
-    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument(
+        "--seeds", default="10",
+        help="A count (10: seeds 0-9), a range (10-19) or a list (0-9,42-51); the report uses these.",
+    )  # fmt: skip
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=DOCS)
@@ -234,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = p.parse_args(argv)
     os.environ.setdefault("HEADSTART_SKLEARN_CACHE", str(DOCS / "sklearn_cache.jsonl"))
-    from headstart.bench_cli import command_line
+    from headstart.bench_cli import command_line, parse_seeds
     from headstart.benchmarks import get_task
     from headstart.benchmarks.csvlog import pack, unpack
     from headstart.benchmarks.functions import resolve
@@ -245,16 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     tasks = suite_tasks(args.suite, not args.no_legacy)  # registers the HPO-B families
     tasks = args.tasks.split(",") if args.tasks else tasks
     methods = [m for m in args.methods.split(",") if m]
+    seeds = parse_seeds(args.seeds)
     name = args.name or f"transfer_protocol_{args.suite}"
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"{name}.csv"
     unpack(csv_path)
     if not args.report_only:
-        run_suite(methods, dict.fromkeys(tasks, args.budget), range(args.seeds), csv_path,
+        run_suite(methods, dict.fromkeys(tasks, args.budget), seeds, csv_path,
                   workers=args.workers)  # fmt: skip
         pack(csv_path)
     frame = read_results(csv_path)
-    frame = frame[frame["task"].isin(tasks) & frame["method"].isin(methods)]
+    frame = frame[
+        frame["task"].isin(tasks) & frame["method"].isin(methods) & frame.seed.isin(seeds)
+    ]
     summary = summarize(frame, args.target, methods)
     n_sources = {t: len(resolve(get_task(t), 0).meta_tasks) for t in summary.task.unique()}
     verdict = verdicts(summary, args.target, n_sources, args.warm)

@@ -650,3 +650,4 @@ def test_transfer_protocol_half_table_counts_each_half_and_a_baselines_twin():
     ]
     with pytest.raises(ValueError, match="even number of seeds"):
         module.half_table(frame[frame.seed < 3], list(level), "target")
+    assert module.span([42, 0, 1, 2, 43, 7]) == "0-2, 7, 42-43"

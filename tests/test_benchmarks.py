@@ -422,6 +422,7 @@ def test_parse_seeds():
     assert parse_seeds("3") == [0, 1, 2]
     assert parse_seeds("5-7") == [5, 6, 7]
     assert parse_seeds("0,4") == [0, 4]
+    assert parse_seeds("0-2,42-43, 7") == [0, 1, 2, 42, 43, 7]
     with pytest.raises(hs.InvalidSettingError, match="count"):
         parse_seeds("many")
 

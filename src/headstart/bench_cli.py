@@ -50,18 +50,24 @@ def command_line(script: str, argv: list[str] | None) -> str:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """Parse ``--seeds``: ``N`` (seeds 0..N-1), ``A-B`` (A..B inclusive) or ``0,3,7``.
+    """Parse ``--seeds``: ``N`` (seeds 0..N-1), ``A-B`` (A..B inclusive) or a list of seeds and
+    ranges (``0,3,7`` or ``0-9,42-51``).
 
     Raises:
         InvalidSettingError: anything else.
     """
     text = text.strip()
+
+    def span(item: str) -> list[int]:
+        low, high = item.split("-", 1)
+        return list(range(int(low), int(high) + 1))
+
     try:
         if "," in text:
-            seeds = [int(s) for s in text.split(",") if s.strip()]
+            items = [s.strip() for s in text.split(",") if s.strip()]
+            seeds = [v for item in items for v in (span(item) if "-" in item else [int(item)])]
         elif "-" in text.lstrip("-"):
-            low, high = text.split("-", 1)
-            seeds = list(range(int(low), int(high) + 1))
+            seeds = span(text)
         else:
             seeds = list(range(int(text)))
     except ValueError:
@@ -69,7 +75,7 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds:
         raise InvalidSettingError(
             f"--seeds {text!r} is not understood; use a count (10 → seeds 0..9), a range "
-            "(5-9) or a list (0,3,7)."
+            "(5-9) or a list of seeds and ranges (0,3,7 or 0-9,42-51)."
         )
     return seeds
 
