@@ -136,7 +136,10 @@ def run(
         str, typer.Option(help="Comma-separated tasks (see `headstart bench list`).")
     ] = DEFAULT_TASKS,
     seeds: Annotated[
-        str, typer.Option(help="Seeds: a count N (0..N-1), a range A-B or a list 0,3,7 (ranges too: 0-9,42-51).")
+        str,
+        typer.Option(
+            help="Seeds: a count N (0..N-1), a range A-B or a list 0,3,7 (ranges too: 0-9,42-51)."
+        ),
     ] = "10",
     budget: Annotated[int, typer.Option(min=1, help="Evaluations per run.")] = 50,
     workers: Annotated[
