@@ -21,7 +21,8 @@ budget and over all trials, and checks the issue's targets for ``--target``: mea
 min(warm start, plain GP); at trial 10 and at the final budget <= plain GP; with >= 8 sources,
 mean over 1-20 <= 0.6 x plain GP.
 
-Resumable; results are committed gzipped. Writes ``<out>/transfer_protocol_<suite>.{csv.gz,md,png}``.
+``--seeds`` takes a count, a range or a list of both (``0-9,42-51``); the report keeps only those
+seeds. Resumable; results are committed gzipped. Writes ``<out>/transfer_protocol_<suite>.{csv.gz,md,png}``.
 
 Usage::
 
@@ -246,8 +247,14 @@ def main(argv: list[str] | None = None) -> int:
         help="Also report the pass counts on each half of the seeds, and a baseline's own.",
     )  # fmt: skip
     args = p.parse_args(argv)
-    os.environ.setdefault("HEADSTART_SKLEARN_CACHE", str(DOCS / "sklearn_cache.jsonl"))
     from headstart.bench_cli import command_line, parse_seeds
+    from headstart.exceptions import InvalidSettingError
+
+    try:
+        seeds = parse_seeds(args.seeds)
+    except InvalidSettingError as e:
+        p.error(str(e))
+    os.environ.setdefault("HEADSTART_SKLEARN_CACHE", str(DOCS / "sklearn_cache.jsonl"))
     from headstart.benchmarks import get_task
     from headstart.benchmarks.csvlog import pack, unpack
     from headstart.benchmarks.functions import resolve
@@ -258,7 +265,6 @@ def main(argv: list[str] | None = None) -> int:
     tasks = suite_tasks(args.suite, not args.no_legacy)  # registers the HPO-B families
     tasks = args.tasks.split(",") if args.tasks else tasks
     methods = [m for m in args.methods.split(",") if m]
-    seeds = parse_seeds(args.seeds)
     name = args.name or f"transfer_protocol_{args.suite}"
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"{name}.csv"

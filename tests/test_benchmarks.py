@@ -423,6 +423,10 @@ def test_parse_seeds():
     assert parse_seeds("5-7") == [5, 6, 7]
     assert parse_seeds("0,4") == [0, 4]
     assert parse_seeds("0-2,42-43, 7") == [0, 1, 2, 42, 43, 7]
+    assert parse_seeds("0-3,2") == [0, 1, 2, 3]  # each seed once
+    for bad in ("5-3,7", "3-1", "-1", "0,-1", "1-2-3", ","):
+        with pytest.raises(hs.InvalidSettingError, match="not understood"):
+            parse_seeds(bad)
     with pytest.raises(hs.InvalidSettingError, match="count"):
         parse_seeds("many")
 

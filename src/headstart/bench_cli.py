@@ -59,8 +59,10 @@ def parse_seeds(text: str) -> list[int]:
     text = text.strip()
 
     def span(item: str) -> list[int]:
-        low, high = item.split("-", 1)
-        return list(range(int(low), int(high) + 1))
+        low, high = (int(v) for v in item.split("-", 1))
+        if high < low:
+            raise ValueError(item)
+        return list(range(low, high + 1))
 
     try:
         if "," in text:
@@ -72,7 +74,8 @@ def parse_seeds(text: str) -> list[int]:
             seeds = list(range(int(text)))
     except ValueError:
         seeds = []
-    if not seeds:
+    seeds = list(dict.fromkeys(seeds))  # each seed once, in order
+    if not seeds or min(seeds) < 0:
         raise InvalidSettingError(
             f"--seeds {text!r} is not understood; use a count (10 → seeds 0..9), a range "
             "(5-9) or a list of seeds and ranges (0,3,7 or 0-9,42-51)."
