@@ -15,7 +15,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import tempfile
 import time
@@ -94,10 +93,9 @@ def main() -> None:
                 rows.append({"library": name, "n_trials": n, "seconds_ask_tell": seconds})
                 print(f"{name:9s} n={n:6d}: {seconds:.4f} s per ask + tell", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "ask_scaling.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    from headstart.benchmarks.csvlog import write_rows
+
+    write_rows(args.out / "ask_scaling.csv", list(rows[0]), rows)
     by = {(r["library"], r["n_trials"]): r["seconds_ask_tell"] for r in rows}
     lines = [
         "# ask + tell as a study grows" + (f" ({args.label})" if args.label else ""),

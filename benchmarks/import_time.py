@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import math
 import platform
@@ -178,10 +177,9 @@ def _fmt(x: float) -> str:
 def write_outputs(rows: list[dict], all_kinds: list[Kind], out: Path, command: str) -> None:
     """``import_time.csv`` and ``import_time.md`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "import_time.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    from headstart.benchmarks.csvlog import write_rows
+
+    write_rows(out / "import_time.csv", list(rows[0]), rows)
     ref = next((r for r in rows if r["kind"] == REFERENCE), None)
     base = rows[0]
     lines = [

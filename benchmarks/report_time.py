@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 
 import headstart as hs
+from headstart.benchmarks.csvlog import write_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 HEADSTART = str(Path(sys.executable).with_name("headstart"))
@@ -126,10 +127,7 @@ def main(argv: list[str] | None = None) -> None:
                 for b in burners:
                     b.terminate()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out.with_suffix(".csv"), list(rows[0]), rows)
     lines = [
         "# Seconds to write the HTML report",
         "",

@@ -31,7 +31,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -100,8 +99,8 @@ def bound_rows(
     names = list(GRIDS["mlp"])
     tables = {d: load_table("mlp", d) for d in every}
     rows = []
+    osb.SOURCES_DIR.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
-        osb.SOURCES_DIR.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{osb.SOURCES_DIR / f'sources_seed{seed}.db'}"
         osb._source_studies(url, seed, source_budget, every)
         trials = {d: _source_trials(url, names, d) for d in every}
@@ -174,10 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     datasets = args.datasets.split(",") if args.datasets else None
     rows = bound_rows(list(range(args.seeds)), datasets)
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "sampler_source_bound.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    from headstart.benchmarks.csvlog import write_rows
+
+    write_rows(args.out / "sampler_source_bound.csv", FIELDS, rows)
     text = report(rows, args.runs)
     (args.out / "sampler_source_bound.md").write_text(text)
     print(text)

@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import sys
 from pathlib import Path
@@ -243,10 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         for row in measure(problem, seed, n)
     ]
     args.out.mkdir(parents=True, exist_ok=True)
-    with (args.out / "scaml_calibration.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    from headstart.benchmarks.csvlog import write_rows
+
+    write_rows(args.out / "scaml_calibration.csv", FIELDS, rows)
     text = report(rows, argv)
     (args.out / "scaml_calibration.md").write_text(text)
     sys.stdout.write(text)

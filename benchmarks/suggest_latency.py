@@ -39,6 +39,7 @@ from scipy.stats import qmc
 
 from headstart._engine.engine import BOEngine, DimSpec
 from headstart._gp import MaternGP
+from headstart.benchmarks.csvlog import write_rows
 from headstart.benchmarks.functions import get_task
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
@@ -260,10 +261,7 @@ def write_dims_outputs(rows: list[dict], out: Path, repeats: int, consecutive: i
             runs = {(r["space"], str(r["n"])) for r in rows}
             old = [r for r in csv.DictReader(fh) if (r["space"], r["n"]) not in runs]
     allrows = [{k: r[k] for k in fields} for r in old + rows]
-    with open(out.with_suffix(".csv"), "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(allrows)
+    write_rows(out.with_suffix(".csv"), fields, allrows)
     lines = [
         "# Seconds per ask vs the dimension (Ackley-d)",
         "",
@@ -310,10 +308,7 @@ def write_outputs(
 ) -> None:
     """``<out>.csv`` and ``<out>.md`` (a table with ratios to Optuna's GPSampler)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.with_suffix(".csv"), "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["n", *methods])
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(out.with_suffix(".csv"), ["n", *methods], rows)
     lines = [
         "# Seconds per suggestion on Hartmann-6",
         "",

@@ -216,11 +216,11 @@ def half_table(frame, methods: list[str], target: str, warm: str = WARM) -> list
         twin = frame[(frame.method == arm) & frame.seed.isin(second)].copy()
         if twin.empty:
             continue
+        name = f"{arm} (twin)"
         twin["seed"] = twin.seed.map(dict(zip(second, first, strict=True)))
-        twin["method"] = f"{arm} (twin)"
+        twin["method"] = name
         both = pd.concat([base, twin], ignore_index=True)
-        summary = summarize(both, twin.method.iloc[0], [*methods, f"{arm} (twin)"])
-        counts = _pass_counts(summary, f"{arm} (twin)", warm)
+        counts = _pass_counts(summarize(both, name, [*methods, name]), name, warm)
         lines.append(f"| {arm} | {span(second)} | {span(first)} | {counts} |")
     return lines
 

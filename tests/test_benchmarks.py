@@ -418,6 +418,15 @@ def test_report_refuses_empty_frames(tmp_path):
 
 
 # --- CLI -------------------------------------------------------------------------------------------
+def test_write_rows_replaces_the_file_and_reads_back(tmp_path):
+    from headstart.benchmarks.csvlog import append_row, read_rows, write_rows
+
+    path = tmp_path / "t.csv"
+    append_row(path, ["a", "b"], {"a": 9, "b": 9})
+    write_rows(path, ["a", "b"], [{"a": 1, "b": 2.5}, {"a": 3, "b": "x"}])
+    assert read_rows(path) == [{"a": "1", "b": "2.5"}, {"a": "3", "b": "x"}]
+
+
 def test_parse_seeds():
     assert parse_seeds("3") == [0, 1, 2]
     assert parse_seeds("5-7") == [5, 6, 7]

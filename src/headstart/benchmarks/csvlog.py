@@ -29,6 +29,14 @@ def append_row(path: str | Path, fields: Sequence[str], row: Mapping[str, Any]) 
     return {k: str(v) for k, v in row.items()}
 
 
+def write_rows(path: str | Path, fields: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``rows`` under a header of ``fields`` to ``path``, replacing the file."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def unpack(csv_path: Path) -> bool:
     """Decompress ``<csv_path>.gz`` to ``csv_path`` when only the former exists (committed
     results are gzipped: 1.3 MB instead of 7.7 for the real-objective suite); whether it did."""
